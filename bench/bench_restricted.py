@@ -1,0 +1,93 @@
+"""Restricted backend speed, as ratios against baselines measured in the same run.
+
+Targets (issue: foundation):
+- trivial run through Sandbox <= 1/5 of a fresh `python -c 'print(1)'`
+- sympy snippet through Sandbox <= 1/10 of a fresh `python -c` importing sympy and solving
+- a CPU-bound loop through Sandbox <= 2x the same loop in plain CPython
+
+Run: `make bench` (or `.venv/bin/python bench/bench_restricted.py [--runs N]`).
+Prints one line per benchmark and exits non-zero if a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
+CPU_LOOP = "total = 0\nfor i in range(1_000_000):\n    total += i * i % 7\nprint(total)\n"
+
+
+def median_seconds(action: Callable[[], object], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def fresh_python(code: str) -> None:
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def plain_exec(code: str) -> None:
+    devnull = open(os.devnull, "w")
+    saved, sys.stdout = sys.stdout, devnull
+    try:
+        exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    finally:
+        sys.stdout = saved
+        devnull.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    os.environ.setdefault("RUNNER_HOME", tempfile.mkdtemp(prefix="runner-bench-"))
+    from runner import Sandbox
+
+    rows: list[tuple[str, float, float, float, str]] = []
+    with Sandbox(backend="restricted") as sandbox:
+        sandbox.warm()
+
+        def through(code: str) -> Callable[[], object]:
+            def action() -> None:
+                result = sandbox.run(code)
+                assert result.ok, result.error
+            return action
+
+        for _ in range(5):
+            through("print(1)")()
+        trivial = median_seconds(through("print(1)"), args.runs)
+        trivial_base = median_seconds(lambda: fresh_python("print(1)"), max(10, args.runs // 2))
+        rows.append(("trivial print(1)", trivial, trivial_base, 1 / 5, "fresh python -c"))
+
+        sympy_run = median_seconds(through(SYMPY_SNIPPET), args.runs)
+        sympy_base = median_seconds(lambda: fresh_python(SYMPY_SNIPPET), 5)
+        rows.append(("sympy solve", sympy_run, sympy_base, 1 / 10, "fresh python -c + import sympy"))
+
+        loop_run = median_seconds(through(CPU_LOOP), max(5, args.runs // 4))
+        loop_base = median_seconds(lambda: plain_exec(CPU_LOOP), max(5, args.runs // 4))
+        rows.append(("cpu loop 1e6", loop_run, loop_base, 2.0, "plain CPython exec"))
+
+    missed = 0
+    print(f"{'benchmark':<18} {'sandbox':>10} {'baseline':>10} {'ratio':>7} {'target':>7}  baseline")
+    for name, value, base, target, base_name in rows:
+        ratio = value / base
+        ok = ratio <= target
+        missed += not ok
+        print(f"{name:<18} {value * 1000:>8.1f}ms {base * 1000:>8.1f}ms {ratio:>7.3f} "
+              f"{'<=' + format(target, '.2g'):>7}  {base_name} {'OK' if ok else 'MISSED'}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

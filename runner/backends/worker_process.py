@@ -1,0 +1,232 @@
+"""The host's handle on one worker program, and a pool of them.
+
+The host never trusts a worker to stay healthy: every request has an outer deadline
+(the run's own timeout plus a grace period), and a worker that misses it, dies, or
+sends something malformed is killed and replaced. A worker serves one request at a
+time; the pool lets several threads use one Sandbox at once, queueing beyond its size.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import SandboxClosedError, WorkerStartError
+from ..worker.protocol import HEADER, MAX_MESSAGE_BYTES, ProtocolError, encode
+
+import json
+
+
+class WorkerLost(Exception):
+    """The worker died, wedged or broke the protocol; it has been killed."""
+
+
+class WorkerProcess:
+    """One warm worker program, spoken to over its stdin/stdout."""
+
+    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
+                 cwd: str | None = None, start_timeout: float = 120.0) -> None:
+        self.argv = list(argv)
+        self._stderr = tempfile.TemporaryFile()
+        self._buffer = bytearray()
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                env=env, cwd=cwd or tempfile.gettempdir(), start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            raise WorkerStartError(f"could not start the worker program {self.argv[0]!r}: {exc}",
+                                   fix="check that the runner is installed in this environment") from exc
+        try:
+            self.info = self._read(time.monotonic() + start_timeout)
+        except WorkerLost as exc:
+            tail = self.stderr_tail()
+            self.kill()
+            raise WorkerStartError(
+                f"the worker program did not start: {exc}. Its error output:\n{tail}",
+                fix="reinstall the runner into this environment (`make venv`, or "
+                    "`pip install -e .`) and check that its dependencies import") from None
+        if self.info.get("type") != "ready":
+            self.kill()
+            raise WorkerStartError(f"the worker program sent {self.info!r} instead of a ready message")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read().decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one message and wait for the answer; kills the worker on any failure."""
+        deadline = time.monotonic() + timeout
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(encode(message))
+            self.proc.stdin.flush()
+        except (OSError, ValueError, ProtocolError) as exc:
+            self.kill()
+            raise WorkerLost(f"could not send the request to the worker: {exc}") from None
+        try:
+            return self._read(deadline)
+        except WorkerLost:
+            self.kill()
+            raise
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        need = HEADER.size
+        while True:
+            if len(self._buffer) >= HEADER.size:
+                (size,) = HEADER.unpack(self._buffer[:HEADER.size])
+                if size > MAX_MESSAGE_BYTES:
+                    raise WorkerLost(f"the worker sent a frame of {size} bytes")
+                need = HEADER.size + size
+                if len(self._buffer) >= need:
+                    body = bytes(self._buffer[HEADER.size:need])
+                    del self._buffer[:need]
+                    try:
+                        message = json.loads(body.decode("utf-8"))
+                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                        raise WorkerLost(f"the worker sent malformed JSON: {exc}") from None
+                    if not isinstance(message, dict):
+                        raise WorkerLost("the worker sent a frame that is not an object")
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerLost("the worker stopped answering before the deadline")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, max(need - len(self._buffer), 1 << 16))
+            if not chunk:
+                code = self.proc.poll()
+                raise WorkerLost(f"the worker exited (status {code})")
+            self._buffer += chunk
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._reap()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Ask the worker to stop (end of its input), and kill it if it does not."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def _reap(self) -> None:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self._stderr.close()
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """Up to `size` workers, created on demand, shared by threads."""
+
+    def __init__(self, factory: Callable[[], WorkerProcess], size: int) -> None:
+        self._factory = factory
+        self._size = max(1, size)
+        self._idle: list[WorkerProcess] = []
+        self._count = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _acquire(self) -> WorkerProcess:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        return worker
+                    worker.kill()
+                    self._count -= 1
+                if self._count < self._size:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return self._factory()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: WorkerProcess, healthy: bool) -> None:
+        with self._cond:
+            if healthy and not self._closed and worker.alive():
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+            self._count -= 1
+            self._cond.notify()
+        worker.kill()
+
+    @contextmanager
+    def lease(self) -> Iterator[WorkerProcess]:
+        """A worker for one request; a worker whose request raised is discarded."""
+        worker = self._acquire()
+        healthy = False
+        try:
+            yield worker
+            healthy = True
+        finally:
+            self._release(worker, healthy)
+
+    def warm(self) -> None:
+        """Start one worker now instead of at the first run."""
+        with self.lease():
+            pass
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for worker in idle:
+            worker.close()

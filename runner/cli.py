@@ -1,0 +1,172 @@
+"""The `runner` command. Thin: parses arguments, calls the library, prints.
+
+Exit status: 0 when a run's status is `ok`, 1 otherwise (and for runner errors),
+2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from .backends.base import backend_names
+from .errors import RunnerError
+from .types import ExecutionResult, Limits, Status
+
+
+def _fail(exc: RunnerError) -> None:
+    click.echo(f"runner: error [{exc.code}]: {exc.message}", err=True)
+    if exc.fix:
+        click.echo(f"runner: fix: {exc.fix}", err=True)
+    sys.exit(1)
+
+
+class _Group(click.Group):
+    """Turns RunnerError into a clear message and exit status 1 for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RunnerError as exc:
+            _fail(exc)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="runner")
+def main() -> None:
+    """Run model-written Python in a sandbox, with limits, and review what ran."""
+
+
+def _read_code(source: str) -> str:
+    if source == "-":
+        data = sys.stdin.buffer.read()
+        where = "standard input"
+    else:
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {source}: {exc.strerror}", param_hint="FILE")
+        where = source
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                                 param_hint="FILE") from None
+
+
+def _print_result(result: ExecutionResult) -> None:
+    """Human rendering: the program's own output first, then what the runner saw."""
+    if result.stdout:
+        click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
+    if result.stderr:
+        click.echo(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
+    if result.error is not None:
+        text = result.error.traceback.rstrip("\n") if result.error.traceback else \
+            f"{result.error.type}: {result.error.message}"
+        click.echo(text, err=True)
+        if result.error.traceback and result.error.message not in text:
+            click.echo(result.error.message, err=True)
+    notes = [f"status {result.status}", f"{result.duration_ms} ms",
+             f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
+    if result.stdout_truncated or result.stderr_truncated:
+        notes.append("output truncated")
+    click.echo("-- " + " · ".join(notes), err=True)
+
+
+@main.command("exec")
+@click.argument("source", metavar="[FILE|-]", default="-")
+@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+              show_default=True, help="Isolation tier.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+              help="Wall-clock limit in seconds (default 10).")
+@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+              help="Memory limit in MB (default 256).")
+@click.option("--cpu", "cpu_s", type=click.FloatRange(min=0.001, max=3600),
+              help="CPU-time limit in seconds (default: the timeout).")
+@click.option("--max-output", "max_output_bytes", type=click.IntRange(min=1024),
+              help="Bytes kept per output stream (default 1000000).")
+@click.option("--package", "packages", multiple=True, metavar="REQ",
+              help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
+                 cpu_s: float | None, max_output_bytes: int | None, packages: tuple[str, ...],
+                 as_json: bool) -> None:
+    """Run Python code from FILE (or standard input, `-`) in the sandbox."""
+    from .sandbox import Sandbox
+
+    code = _read_code(source)
+    limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
+                                     max_output_bytes=max_output_bytes)
+    with Sandbox(backend=backend, source="cli") as sandbox:
+        result = sandbox.run(code, limits=limits, packages=packages)
+    if as_json:
+        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+    else:
+        _print_result(result)
+    sys.exit(0 if result.status is Status.OK else 1)
+
+
+@main.group("logs")
+def logs_group() -> None:
+    """Browse the log of executions."""
+
+
+@logs_group.command("list")
+@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
+@click.option("--backend", help="Only this backend.")
+@click.option("--source", help="Only runs from this source (cli, api, demo, ...).")
+@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def logs_list(status: str | None, backend: str | None, source: str | None, count: int,
+              as_json: bool) -> None:
+    """Recent executions, newest first."""
+    from .logs import LogStore, render_execution_list
+
+    with LogStore() as store:
+        records = store.list_executions(status=status, backend=backend, source=source, limit=count)
+    if as_json:
+        click.echo(json.dumps([record.model_dump(mode="json") for record in records],
+                              ensure_ascii=False))
+    else:
+        click.echo(render_execution_list(records), nl=False)
+
+
+@logs_group.command("show")
+@click.argument("execution_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+def logs_show(execution_id: str, as_json: bool) -> None:
+    """One execution: code, limits, output, error, timings (an id prefix is enough)."""
+    from .logs import LogStore, render_execution
+
+    with LogStore() as store:
+        record = store.get_execution(execution_id)
+    if as_json:
+        click.echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
+    else:
+        click.echo(render_execution(record), nl=False)
+
+
+@logs_group.command("path")
+def logs_path() -> None:
+    """The SQLite file, for any SQLite tool."""
+    from .paths import log_db_path
+
+    click.echo(str(log_db_path()))
+
+
+@main.command("demo")
+@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+              show_default=True)
+def demo_command(backend: str) -> None:
+    """Run a handful of model-written snippets through the sandbox, then list the log."""
+    from .demo import run_demo
+
+    run_demo(backend=backend, echo=click.echo)
+    ctx = click.get_current_context()
+    click.echo("\n$ runner logs list -n 10 --source demo")
+    ctx.invoke(logs_list, status=None, backend=None, source="demo", count=10, as_json=False)

@@ -1,0 +1,56 @@
+"""Failures of the runner itself or of its caller, never of user code.
+
+What user code does is reported as data in an `ExecutionResult`. These exceptions
+are for the cases where no honest result exists: the configuration is wrong, the
+worker program cannot start, the log database cannot be opened. Each carries a
+stable `code` and a message that says how to fix the problem.
+"""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """Base of every exception the runner raises on purpose."""
+
+    code = "RUNNER_ERROR"
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+        super().__init__(f"{message} (fix: {fix})" if fix else message)
+
+
+class ConfigurationError(RunnerError):
+    """A setting, argument or environment variable has a value the runner cannot use."""
+
+    code = "CONFIGURATION"
+
+
+class UnknownBackendError(ConfigurationError):
+    code = "UNKNOWN_BACKEND"
+
+
+class BackendUnavailableError(RunnerError):
+    """The chosen isolation tier cannot run on this machine right now."""
+
+    code = "BACKEND_UNAVAILABLE"
+
+
+class WorkerStartError(BackendUnavailableError):
+    """The worker process did not start or did not report ready."""
+
+    code = "WORKER_START"
+
+
+class SandboxClosedError(RunnerError):
+    code = "SANDBOX_CLOSED"
+
+
+class LogStoreError(RunnerError):
+    """The log database cannot be opened or migrated."""
+
+    code = "LOG_STORE"
+
+
+class NotFoundError(RunnerError):
+    code = "NOT_FOUND"

@@ -1,0 +1,158 @@
+"""Numbered schema migrations for the log database, and the code that applies them.
+
+The schema version lives in `PRAGMA user_version` (an integer in the database header,
+written inside the same transaction as the schema change, so a migration is all or
+nothing). To change the schema, append a `Migration` with the next number to
+`MIGRATIONS`; never edit one that has shipped, because databases in the wild have
+already applied it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from runner.errors import LogStoreError
+
+
+class Migration(NamedTuple):
+    """One schema step: applied once, in order, when a database is opened."""
+
+    number: int
+    description: str
+    sql: str
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "executions table",
+        """
+        CREATE TABLE executions (
+            id                    TEXT PRIMARY KEY,         -- ULID, sorts by creation time
+            started_at            TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            source                TEXT NOT NULL DEFAULT 'api',  -- cli, api, demo, agent, function
+            backend               TEXT NOT NULL,
+            status                TEXT NOT NULL,
+            exit_code             INTEGER,
+            duration_ms           INTEGER NOT NULL DEFAULT 0,
+            code                  TEXT NOT NULL,
+            limits_json           TEXT NOT NULL,            -- limits applied (result.limits)
+            request_limits_json   TEXT NOT NULL,            -- limits asked for (request.limits)
+            packages_json         TEXT NOT NULL DEFAULT '[]',   -- requirements asked for
+            package_versions_json TEXT NOT NULL DEFAULT '{}',   -- name -> version that ran
+            stdout                TEXT NOT NULL DEFAULT '',
+            stderr                TEXT NOT NULL DEFAULT '',
+            stdout_truncated      INTEGER NOT NULL DEFAULT 0,
+            stderr_truncated      INTEGER NOT NULL DEFAULT 0,
+            error_type            TEXT,                     -- NULL when there was no error
+            error_message         TEXT,
+            error_traceback       TEXT,
+            return_value_json     TEXT NOT NULL DEFAULT 'null',
+            cpu_ms                INTEGER NOT NULL DEFAULT 0,
+            max_rss_kb            INTEGER NOT NULL DEFAULT 0,
+            meta_json             TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX executions_status ON executions (status);
+        CREATE INDEX executions_backend ON executions (backend);
+        CREATE INDEX executions_started_at ON executions (started_at);
+        CREATE INDEX executions_source ON executions (source);
+        """,
+    ),
+]
+
+
+def check_migrations(migrations: Sequence[Migration]) -> None:
+    """Refuse a list whose numbers are not 1, 2, 3, ... (a typo would skip or repeat a step)."""
+    numbers = [m.number for m in migrations]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"migration numbers must be 1..{len(numbers)} in order, got {numbers}")
+
+
+def latest_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    return migrations[-1].number if migrations else 0
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def split_statements(sql: str) -> Iterator[str]:
+    """The statements of a script, one at a time.
+
+    `executescript` would be simpler, but on Python 3.11 it commits any open
+    transaction first, which would break the one-transaction guarantee. Splitting on
+    ';' and asking SQLite whether the text so far is complete handles semicolons in
+    strings, comments and trigger bodies.
+    """
+    pending = ""
+    for piece in sql.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if _has_code(pending):
+                yield pending.strip()
+            pending = ""
+    if _has_code(pending.rstrip(";")):
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]!r}")
+
+
+def _has_code(text: str) -> bool:
+    """True if the text holds more than whitespace, comments and semicolons."""
+    lines = (line.split("--", 1)[0] for line in text.splitlines())
+    return any(line.strip().strip(";").strip() for line in lines)
+
+
+def apply_migrations(conn: sqlite3.Connection, path: Path, migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the database up to the newest migration; returns the resulting version.
+
+    `conn` must be in autocommit mode (`isolation_level=None`) so that the explicit
+    BEGIN below is the only transaction. All pending migrations run in one
+    transaction, so a crash or a failing statement leaves the previous version intact.
+    """
+    check_migrations(migrations)
+    latest = latest_version(migrations)
+    current = user_version(conn)
+    _refuse_newer(current, latest, path)
+    if current == latest:
+        return current  # the common case: no write lock needed
+    # IMMEDIATE takes the write lock now, so two processes opening a fresh file at the
+    # same time do not both create the tables; the loser re-reads the version below.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = user_version(conn)
+        _refuse_newer(current, latest, path)
+        for migration in migrations:
+            if migration.number > current:
+                _apply_one(conn, migration, current, path)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return latest
+
+
+def _apply_one(conn: sqlite3.Connection, migration: Migration, previous: int, path: Path) -> None:
+    try:
+        for statement in split_statements(migration.sql):
+            conn.execute(statement)
+        # PRAGMA does not take parameters; the number is an int we control.
+        conn.execute(f"PRAGMA user_version = {int(migration.number)}")
+    except sqlite3.Error as exc:
+        raise LogStoreError(
+            f"migration {migration.number} ({migration.description}) of {path} failed: {exc}; "
+            f"the database was left at version {previous}",
+            fix="this is a bug in runner; please report it with this message",
+        ) from exc
+
+
+def _refuse_newer(current: int, latest: int, path: Path) -> None:
+    if current > latest:
+        raise LogStoreError(
+            f"{path} was written by a newer runner (schema version {current}, "
+            f"this runner knows versions up to {latest})",
+            fix="upgrade runner (pip install -U runner), or set RUNNER_HOME to another "
+            "directory to start a separate log",
+        )

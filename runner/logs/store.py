@@ -1,0 +1,568 @@
+"""The log store: every execution, in one SQLite file that any SQLite tool can read.
+
+Design choices, and why:
+- WAL mode with `synchronous=NORMAL`: readers never block the writer, several processes
+  can write the same file (each waits up to the busy timeout for the write lock), and a
+  process killed mid-write cannot corrupt the file or lose a committed row.
+- One connection per `LogStore`, shared by all threads behind a lock: simple, and the
+  writes are tiny, so serialising them costs nothing measurable.
+- A result is never lost: if the database write fails for any reason, the record is
+  appended to a spool file (`unlogged.jsonl` next to the database) and imported,
+  idempotently, the next time a store opens that database.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import to_jsonable_python
+
+from runner.errors import ConfigurationError, LogStoreError, NotFoundError
+from runner.logs.migrations import MIGRATIONS, Migration, apply_migrations
+from runner.paths import log_db_path
+from runner.types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Resources, Status
+
+logger = logging.getLogger("runner.logs")
+
+SPOOL_NAME = "unlogged.jsonl"
+REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+_COLUMNS = (
+    "id", "started_at", "source", "backend", "status", "exit_code", "duration_ms", "code",
+    "limits_json", "request_limits_json", "packages_json", "package_versions_json",
+    "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+    "error_type", "error_message", "error_traceback", "return_value_json",
+    "cpu_ms", "max_rss_kb", "meta_json",
+)  # fmt: skip
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM executions"
+_INSERT = f"INSERT INTO executions ({', '.join(_COLUMNS)}) VALUES ({', '.join(':' + c for c in _COLUMNS)})"
+_INSERT_OR_IGNORE = _INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+
+
+class ExecutionRecord(BaseModel):
+    """One logged execution: what was asked, what happened, who asked, and free-form notes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request: ExecutionRequest
+    result: ExecutionResult
+    source: str = "api"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.result.id
+
+
+class LogStore:
+    """The executions log. Safe to share between threads; several processes may write too.
+
+    Use as a context manager, or call `close()`. Opening runs pending migrations and
+    imports any spooled records left by earlier failed writes.
+    """
+
+    def __init__(
+        self,
+        path: Path | str | None = None,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        migrations: Sequence[Migration] = MIGRATIONS,
+    ) -> None:
+        self._path = Path(path) if path is not None else log_db_path()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = _open(self._path, busy_timeout_s, migrations)
+        self._import_spool()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def spool_path(self) -> Path:
+        """Where records go when the database cannot take them."""
+        return self._path.parent / SPOOL_NAME
+
+    def close(self) -> None:
+        """Close the connection. Idempotent. Later writes go to the spool, reads raise."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> LogStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"LogStore({str(self._path)!r}, {state})"
+
+    # -- writing ---------------------------------------------------------------------
+
+    def record_execution(
+        self,
+        request: ExecutionRequest,
+        result: ExecutionResult,
+        *,
+        source: str = "api",
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        """Log one execution. Never raises: a failed write goes to the spool file instead.
+
+        The insert is a single autocommit statement, i.e. one transaction: after this
+        returns the row is durable against a crash of this process.
+        """
+        try:
+            row = _to_row(request, result, source, meta or {})
+            with self._lock:
+                conn = self._connection()
+                conn.execute(_INSERT, row)
+            return
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc):
+                # Same id twice means the same result was recorded twice; keep the first.
+                logger.warning("execution %s is already in %s; kept the first record", result.id, self._path)
+                return
+            failure: BaseException = exc
+        except Exception as exc:  # anything at all: the result must not be lost
+            failure = exc
+        self._spool(request, result, source, meta, failure)
+
+    def _spool(
+        self,
+        request: ExecutionRequest,
+        result: ExecutionResult,
+        source: str,
+        meta: dict[str, Any] | None,
+        failure: BaseException,
+    ) -> None:
+        try:
+            line = _spool_line(request, result, source, meta)
+            _append_locked(self.spool_path, line)
+        except Exception as spool_exc:
+            logger.warning(
+                "could not log execution %s to %s (%s) nor to %s (%s); the record is lost",
+                result.id, self._path, failure, self.spool_path, spool_exc,
+            )  # fmt: skip
+            return
+        logger.warning(
+            "could not log execution %s to %s (%s); saved it to %s, which is imported the "
+            "next time the log is opened",
+            result.id, self._path, failure, self.spool_path,
+        )  # fmt: skip
+
+    def _import_spool(self) -> None:
+        """Move records spooled by earlier failed writes into the database, then delete the spool.
+
+        Failures here are logged, not raised: the spool stays and a later open retries.
+        """
+        try:
+            lines = _take_spool(self.spool_path, self._insert_spooled)
+        except Exception as exc:
+            logger.warning("could not import %s into %s: %s; will retry on next open", self.spool_path, self._path, exc)
+            return
+        if lines:
+            logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
+
+    def _insert_spooled(self, lines: list[bytes]) -> int:
+        rows, rejected = [], []
+        for line in lines:
+            try:
+                rows.append(_row_from_spool(line))
+            except (ValueError, KeyError, TypeError, ValidationError):
+                rejected.append(line)  # e.g. half a line from a writer killed mid-append
+        with self._lock:
+            conn = self._connection()
+            with _transaction(conn):
+                conn.executemany(_INSERT_OR_IGNORE, rows)
+        if rejected:
+            # After the insert, so that a failed insert (spool kept) cannot move them twice.
+            rejected_path = self._path.parent / REJECTED_SPOOL_NAME
+            _append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
+            logger.warning(
+                "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
+            )
+        return len(rows)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get_execution(self, id_or_prefix: str) -> ExecutionRecord:
+        """The execution with this id, or the only one whose id starts with this prefix.
+
+        Matching is case-insensitive (ULIDs are upper case, people type lower case).
+        """
+        wanted = id_or_prefix.strip()
+        if not wanted:
+            raise NotFoundError("an execution id or id prefix is required", fix=_LIST_HINT)
+        exact = self._query(f"{_SELECT} WHERE id = ?", (wanted,))
+        if exact:
+            return _from_row(exact[0])
+        where = "WHERE id LIKE ? ESCAPE '\\'"
+        pattern = (_like_prefix(wanted),)
+        ids = [r[0] for r in self._query(f"SELECT id FROM executions {where} ORDER BY id LIMIT 5", pattern)]
+        if len(ids) == 1:
+            return _from_row(self._query(f"{_SELECT} WHERE id = ?", (ids[0],))[0])
+        if not ids:
+            raise NotFoundError(f"no execution with an id starting {wanted!r} in {self._path}", fix=_LIST_HINT)
+        count = self._query(f"SELECT COUNT(*) FROM executions {where}", pattern)[0][0]
+        shown = ", ".join(ids) + (", ..." if count > len(ids) else "")
+        raise NotFoundError(f"{wanted!r} matches {count} executions ({shown})", fix="type more characters of the id")
+
+    def list_executions(
+        self,
+        *,
+        status: Status | str | None = None,
+        backend: str | None = None,
+        source: str | None = None,
+        limit: int | None = 20,
+    ) -> list[ExecutionRecord]:
+        """Executions matching every given filter, newest first; `limit=None` for all."""
+        if limit is not None and limit < 1:
+            raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
+        where, params = _filters(status, backend, source)
+        sql = f"{_SELECT}{where} ORDER BY started_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_from_row(row) for row in self._query(sql, params)]
+
+    def count_executions(
+        self,
+        *,
+        status: Status | str | None = None,
+        backend: str | None = None,
+        source: str | None = None,
+    ) -> int:
+        where, params = _filters(status, backend, source)
+        return int(self._query(f"SELECT COUNT(*) FROM executions{where}", params)[0][0])
+
+    # -- internals -------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run a read under the lock; SQLite errors become LogStoreError (translated once, here)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise LogStoreError(
+                    f"cannot read the log database {self._path}: {exc}",
+                    fix="retry; if it persists, check the file with `sqlite3 <path> 'PRAGMA integrity_check'`",
+                ) from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LogStoreError(f"the log store for {self._path} is closed", fix="open a new LogStore")
+        return self._conn
+
+
+_LIST_HINT = "run `runner logs list` to see recent ids"
+
+
+# -- opening -----------------------------------------------------------------------------
+
+
+def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) -> sqlite3.Connection:
+    """Connect, configure and migrate; every SQLite failure becomes a LogStoreError with a fix."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LogStoreError(
+            f"cannot create the directory for {path}: {exc}",
+            fix="check the directory's permissions, or set RUNNER_HOME to a writable directory",
+        ) from exc
+    conn: sqlite3.Connection | None = None
+    try:
+        # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
+        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        _configure(conn, path, busy_timeout_s)
+        apply_migrations(conn, path, migrations)
+        return conn
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise _open_error(path, exc) from exc
+        raise
+
+
+def _configure(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    mode = _enable_wal(conn, busy_timeout_s)
+    if str(mode).lower() != "wal":
+        # Happens on file systems without shared memory (some network mounts): still
+        # usable, but concurrent writers will block each other more.
+        logger.warning("%s could not switch to WAL mode (journal_mode=%s)", path, mode)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
+    """Switch to WAL, retrying while busy; returns the journal mode now in force.
+
+    SQLite answers SQLITE_BUSY to this pragma without consulting the busy handler when
+    another process is switching the same fresh file at the same moment, so the wait
+    that the busy timeout gives every other statement is done here by hand.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> LogStoreError:
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc):
+        return LogStoreError(
+            f"{path} is not a SQLite database or is corrupt ({exc})",
+            fix=f"move it away (e.g. mv {path} {path}.bad) or set RUNNER_HOME to another directory",
+        )
+    if _is_busy(exc):
+        return LogStoreError(
+            f"{path} is locked by another process ({exc})",
+            fix="retry when the other runner process is done, or set RUNNER_HOME to another directory",
+        )
+    return LogStoreError(
+        f"cannot open the log database {path} ({exc})",
+        fix="check that the file and its directory are writable, or set RUNNER_HOME to another directory",
+    )
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any error (the connection is in autocommit)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self._conn.execute("COMMIT")
+        elif self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+
+# -- rows ------------------------------------------------------------------------------
+
+
+def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, meta: dict[str, Any]) -> dict[str, Any]:
+    error = result.error
+    return {
+        "id": result.id,
+        "started_at": _iso_utc(result.started_at),
+        "source": source,
+        "backend": result.backend,
+        "status": str(result.status),
+        "exit_code": result.exit_code,
+        "duration_ms": result.duration_ms,
+        "code": request.code,
+        "limits_json": result.limits.model_dump_json(),
+        "request_limits_json": request.limits.model_dump_json(),
+        "packages_json": json.dumps(list(request.packages)),
+        "package_versions_json": json.dumps(result.packages, sort_keys=True),
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "stdout_truncated": int(result.stdout_truncated),
+        "stderr_truncated": int(result.stderr_truncated),
+        "error_type": error.type if error else None,
+        "error_message": error.message if error else None,
+        "error_traceback": error.traceback if error else None,
+        "return_value_json": _json(result.return_value),
+        "cpu_ms": result.resources.cpu_ms,
+        "max_rss_kb": result.resources.max_rss_kb,
+        "meta_json": _json(meta),
+    }
+
+
+def _from_row(row: Sequence[Any]) -> ExecutionRecord:
+    r = dict(zip(_COLUMNS, row, strict=True))
+    try:
+        error = None
+        if r["error_type"] is not None:
+            error = ErrorInfo(
+                type=r["error_type"], message=r["error_message"] or "", traceback=r["error_traceback"] or ""
+            )
+        request = ExecutionRequest(
+            code=r["code"],
+            limits=Limits.model_validate_json(r["request_limits_json"]),
+            packages=tuple(json.loads(r["packages_json"])),
+        )
+        result = ExecutionResult(
+            id=r["id"],
+            backend=r["backend"],
+            status=Status(r["status"]),
+            exit_code=r["exit_code"],
+            stdout=r["stdout"],
+            stderr=r["stderr"],
+            stdout_truncated=bool(r["stdout_truncated"]),
+            stderr_truncated=bool(r["stderr_truncated"]),
+            error=error,
+            return_value=json.loads(r["return_value_json"]),
+            duration_ms=r["duration_ms"],
+            limits=Limits.model_validate_json(r["limits_json"]),
+            resources=Resources(cpu_ms=r["cpu_ms"], max_rss_kb=r["max_rss_kb"]),
+            packages=json.loads(r["package_versions_json"]),
+            started_at=datetime.fromisoformat(r["started_at"]),
+        )
+        return ExecutionRecord(request=request, result=result, source=r["source"], meta=json.loads(r["meta_json"]))
+    except (ValueError, ValidationError) as exc:  # json and enum errors are ValueErrors
+        raise LogStoreError(
+            f"execution {r['id']} in the log database cannot be read: {exc}",
+            fix="the row was probably edited by hand; fix or delete it with a SQLite tool",
+        ) from exc
+
+
+def _iso_utc(moment: datetime) -> str:
+    """Fixed-width UTC ISO 8601, so that sorting the text sorts by time. Naive means UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _json(value: Any) -> str:
+    # Results arrive as JSON from the worker, so this normally never needs the fallback;
+    # it is there so that an odd object in meta or a return value cannot fail a write.
+    return json.dumps(to_jsonable_python(value, fallback=repr))
+
+
+def _filters(status: Status | str | None, backend: str | None, source: str | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(str(_status(status)))
+    if backend is not None:
+        clauses.append("backend = ?")
+        params.append(backend)
+    if source is not None:
+        clauses.append("source = ?")
+        params.append(source)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _status(value: Status | str) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        valid = ", ".join(s.value for s in Status)
+        raise ConfigurationError(f"unknown status {value!r}", fix=f"use one of: {valid}") from None
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+# -- the spool ---------------------------------------------------------------------------
+
+
+def _spool_line(request: ExecutionRequest, result: ExecutionResult, source: str, meta: dict[str, Any] | None) -> bytes:
+    record = {
+        "request": to_jsonable_python(request, fallback=repr),
+        "result": to_jsonable_python(result, fallback=repr),
+        "source": source,
+        "meta": to_jsonable_python(meta or {}, fallback=repr),
+    }
+    # One line per record: json.dumps escapes newlines inside strings.
+    return (json.dumps(record) + "\n").encode()
+
+
+def _row_from_spool(line: bytes) -> dict[str, Any]:
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise ValueError("a spool line must be a JSON object")
+    request = ExecutionRequest.model_validate(data["request"])
+    result = ExecutionResult.model_validate(data["result"])
+    return _to_row(request, result, str(data.get("source") or "api"), dict(data.get("meta") or {}))
+
+
+def _ends_with_newline(line: bytes) -> bytes:
+    return line if line.endswith(b"\n") else line + b"\n"
+
+
+def _append_locked(path: Path, data: bytes) -> None:
+    """Append under an exclusive flock, to the file currently at `path`.
+
+    The importer deletes the spool while holding the same lock, so after taking the
+    lock we check that our descriptor still is the file at `path`; if not, the bytes
+    would land in a deleted file, so reopen and try again.
+    """
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _same_file(fd, path):
+                continue
+            _write_all(fd, data)
+            os.fsync(fd)
+            return
+        finally:
+            os.close(fd)  # also releases the lock
+
+
+def _take_spool(path: Path, insert: Callable[[list[bytes]], int]) -> int:
+    """Read the spool under its lock, hand the lines to `insert`, and delete it on success."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not _same_file(fd, path):
+            return 0  # another process imported and deleted it while we waited
+        with os.fdopen(os.dup(fd), "rb") as spool:
+            lines = [line for line in spool if line.strip()]
+        count = insert(lines)
+        os.unlink(path)
+        return count
+    finally:
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        on_disk = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

@@ -1,0 +1,67 @@
+"""Package requests are untrusted input: parse them strictly, refuse anything but names.
+
+A model asks for packages by writing requirement strings. Each one must be a plain
+PEP 508 requirement (a name, optional extras and version specifiers, optional marker);
+options (`--index-url`), URLs, paths and VCS specs are refused, because they would let
+the request choose where code comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import metadata
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+MAX_REQUIREMENT_LENGTH = 200
+
+
+class PackageRequestError(ValueError):
+    """A requirement string that is refused; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackageRequest:
+    requirement: Requirement
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(self.requirement.name)
+
+    def __str__(self) -> str:
+        return str(self.requirement)
+
+
+def parse_requirement(text: str) -> PackageRequest:
+    spec = text.strip()
+    if not spec:
+        raise PackageRequestError("an empty package requirement")
+    if len(spec) > MAX_REQUIREMENT_LENGTH:
+        raise PackageRequestError(f"the requirement {spec[:40]!r}... is longer than "
+                                  f"{MAX_REQUIREMENT_LENGTH} characters")
+    if spec.startswith("-"):
+        raise PackageRequestError(f"{spec!r} looks like a pip option; only package names "
+                                  "with optional version specifiers are accepted")
+    if any(ch in spec for ch in ("\n", "\r", "\x00")):
+        raise PackageRequestError(f"{spec!r} contains control characters")
+    try:
+        requirement = Requirement(spec)
+    except InvalidRequirement as exc:
+        raise PackageRequestError(f"{spec!r} is not a valid requirement: {exc}") from None
+    if requirement.url:
+        raise PackageRequestError(f"{spec!r} points at a URL or path; only package names from "
+                                  "the configured index are accepted")
+    return PackageRequest(requirement)
+
+
+def parse_requirements(texts: Iterable[str]) -> list[PackageRequest]:
+    return [parse_requirement(text) for text in texts]
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None

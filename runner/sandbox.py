@@ -1,0 +1,92 @@
+"""`Sandbox`: the one entry point for running code, whatever the isolation tier.
+
+It picks a backend, fills in default limits, gives every run an id, and records every
+run in the log store. A log write that fails never costs the caller the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+from .backends.base import Backend, create_backend
+from .errors import SandboxClosedError
+from .ids import new_id
+from .logs import LogStore
+from .types import ExecutionRequest, ExecutionResult, Limits
+
+log = logging.getLogger(__name__)
+
+
+class Sandbox:
+    """Runs untrusted Python. A context manager; safe to share between threads.
+
+    >>> with Sandbox(backend="restricted") as sb:
+    ...     sb.run("print(2**10)").stdout
+    '1024\\n'
+    """
+
+    def __init__(self, backend: str = "restricted", *, limits: Limits | None = None,
+                 log_store: LogStore | bool = True, source: str = "api",
+                 **backend_options: Any) -> None:
+        self.backend_name = backend
+        self.limits = limits or Limits()
+        self.source = source
+        self._backend: Backend = create_backend(backend, **backend_options)
+        self._owns_store = log_store is True
+        self._store: LogStore | None
+        if log_store is True:
+            self._store = LogStore()
+        elif log_store is False:
+            self._store = None
+        else:
+            self._store = log_store
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def log_store(self) -> LogStore | None:
+        return self._store
+
+    def warm(self) -> None:
+        """Start a worker now, so the first run does not pay for the start-up."""
+        self._backend.warm()
+
+    def run(self, code: str, *, limits: Limits | None = None,
+            packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None
+            ) -> ExecutionResult:
+        if self._closed:
+            raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+        request = ExecutionRequest(code=code, limits=limits or self.limits,
+                                   packages=tuple(packages or ()))
+        result = self._backend.run(request, run_id=new_id())
+        self._record(request, result, meta)
+        return result
+
+    def _record(self, request: ExecutionRequest, result: ExecutionResult,
+                meta: dict[str, Any] | None) -> None:
+        if self._store is None:
+            return
+        try:
+            self._store.record_execution(request, result, source=self.source, meta=meta)
+        except Exception:  # the store spools on its own; this is the last line of defence
+            log.warning("could not log execution %s", result.id, exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._backend.close()
+        if self._owns_store and self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

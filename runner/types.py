@@ -1,0 +1,114 @@
+"""The currency of every backend: limits, requests and results.
+
+`ExecutionRequest` goes in, `ExecutionResult` comes out, whatever the isolation tier.
+Both are frozen pydantic models because results cross a trust boundary (they are
+parsed from what a worker process sends back) and everything above the backends
+(functions, agents, logs) relies on one shape and one status vocabulary.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Status(StrEnum):
+    """What user code did. Never an exception: always data in the result."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    DENIED = "denied"
+    INVALID_ARGS = "invalid_args"
+    INSTALL_FAILED = "install_failed"
+    CRASHED = "crashed"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Limits(_Frozen):
+    """Resource limits applied to one run. Every field has a safe default.
+
+    `timeout_s` is wall-clock time, enforced from outside the process with SIGKILL.
+    `cpu_s` defaults to the wall-clock timeout (a process cannot use more CPU than
+    wall time on one core; on Docker, threads can, so the CPU limit still matters).
+    `memory_mb` bounds what the run allocates on top of the warm interpreter.
+    """
+
+    timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    cpu_s: float | None = Field(default=None, gt=0, le=3600)
+    memory_mb: int = Field(default=256, ge=16, le=65536)
+    max_output_bytes: int = Field(default=1_000_000, ge=1024, le=256_000_000)
+    max_processes: int = Field(default=32, ge=1, le=4096)
+    max_open_files: int = Field(default=64, ge=16, le=65536)
+    max_file_size_mb: int = Field(default=16, ge=1, le=65536)
+
+    @property
+    def effective_cpu_s(self) -> float:
+        return self.cpu_s if self.cpu_s is not None else self.timeout_s
+
+    def with_overrides(self, **changes: Any) -> Limits:
+        """A copy with the given fields replaced; `None` values are ignored."""
+        data = self.model_dump()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return Limits(**data)
+
+
+class ErrorInfo(_Frozen):
+    """An exception raised by user code, or the reason a run was refused or killed."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+
+class Resources(_Frozen):
+    cpu_ms: int = 0
+    max_rss_kb: int = 0
+
+
+class ExecutionRequest(_Frozen):
+    """One unit of work for a backend."""
+
+    code: str
+    limits: Limits = Field(default_factory=Limits)
+    packages: tuple[str, ...] = ()
+
+
+class ExecutionResult(_Frozen):
+    """What happened when a request ran. The same fields on every backend."""
+
+    id: str
+    backend: str
+    status: Status
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    error: ErrorInfo | None = None
+    return_value: Any = None
+    duration_ms: int = 0
+    limits: Limits = Field(default_factory=Limits)
+    resources: Resources = Field(default_factory=Resources)
+    packages: dict[str, str] = Field(default_factory=dict)
+    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @field_validator("stdout", "stderr", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The result as plain JSON types (what `runner exec --json` prints)."""
+        return self.model_dump(mode="json")

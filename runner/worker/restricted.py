@@ -1,0 +1,99 @@
+"""The restricted tier's executor: RestrictedPython compile, guarded namespace, no escape.
+
+Runs inside the forked child (see child.py). The zygote builds one `RestrictedExecutor`
+before forking, so the policy, the preloaded modules and the sympy hardening are
+inherited by every child for free.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import operator
+from collections.abc import Iterable
+from typing import Any
+
+from . import guards as guard_module
+from .guards import DEFAULT_ALLOWED_MODULES, Denied, Guards, Policy, compile_user_code, make_globals
+from .tracebacks import USER_FILENAME, describe_exception, register_source
+
+# Real builtins and helpers that must never reach user code through some library attribute.
+_DANGEROUS_OBJECTS = (
+    builtins.getattr, builtins.setattr, builtins.delattr, builtins.eval, builtins.exec,
+    builtins.compile, builtins.open, builtins.__import__, builtins.globals, builtins.locals,
+    builtins.vars, builtins.breakpoint, builtins.input, operator.attrgetter,
+    operator.methodcaller, importlib.import_module,
+)
+
+
+def _denied(message: str) -> dict[str, Any]:
+    return {"kind": "denied", "error": {"type": "Denied", "message": message, "traceback": ""}}
+
+
+class RestrictedExecutor:
+    name = "restricted"
+
+    def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES) -> None:
+        self.policy = Policy(allowed_modules)
+        self.policy.deny_objects(_DANGEROUS_OBJECTS)
+        self.guards = Guards(self.policy)
+        self.preloaded: list[str] = []
+
+    def preload(self) -> list[str]:
+        """Import the allowed modules once, in the parent, and close sympy's eval paths."""
+        for name in self.policy.allowed:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue
+            self.preloaded.append(name)
+        if "sympy" in self.preloaded:
+            from .sympy_hardening import harden_sympy
+
+            harden_sympy(self.guards)
+            self._warm_sympy()
+        return self.preloaded
+
+    def _warm_sympy(self) -> None:
+        """Fill sympy's caches and lazy imports once, so children do not pay for them."""
+        import sympy
+
+        x = sympy.Symbol("x")
+        sympy.solve(x**2 - 4, x)
+        sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
+        sympy.integrate(sympy.sin(x), x)
+        sympy.factorint(2**32 + 1)
+        sympy.Matrix([[1, 2], [3, 4]]).det()
+        sympy.N(sympy.pi, 20)
+        sympy.nsolve(x**2 - 2, x, 1)
+
+    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+        source = request["code"]
+        register_source(source)
+        try:
+            tree = ast.parse(source, USER_FILENAME, "exec")
+        except SyntaxError as exc:
+            return {"kind": "error", "error": describe_exception(exc)}
+        compiled = compile_user_code(tree, USER_FILENAME)
+        if compiled.errors:
+            return _denied("the restricted backend refused this code: "
+                           + "; ".join(compiled.errors)
+                           + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
+                             "backend for unrestricted Python.")
+        namespace = make_globals(self.guards)
+        outcome: dict[str, Any]
+        try:
+            exec(compiled.code, namespace)  # noqa: S102 - RestrictedPython-compiled, guarded
+            outcome = {"kind": "ok"}
+        except Denied as exc:
+            outcome = _denied(str(exc))
+        except SystemExit as exc:
+            outcome = {"kind": "exit", "exit_code": exc.code if isinstance(exc.code, int) or exc.code is None else 1,
+                       "error": describe_exception(exc)}
+        except BaseException as exc:  # everything user code raises is a result
+            outcome = {"kind": "error", "error": describe_exception(exc)}
+        denials = guard_module.recorded_denials()
+        if denials and outcome["kind"] != "denied":
+            outcome = _denied(denials[0])
+        return outcome

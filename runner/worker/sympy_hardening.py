@@ -1,0 +1,162 @@
+"""Close sympy's string-to-code paths inside the restricted worker.
+
+Almost every sympy function sympifies its arguments, and sympifying a string runs
+`eval` with the real builtins and the whole sympy namespace (`sympify("__import__('os')")`).
+`lambdify` (used by `nsolve` and friends) prints expressions to Python source and
+`exec`s it, so a symbol named like code becomes code. Refusing those entry points is
+not enough because they are reached from inside the library, so they are fixed where
+they evaluate: the generated source is compiled with the sandbox's RestrictedPython
+policy and runs with the sandbox's builtins and guards. `sympify("sqrt(8)")` keeps
+working; `sympify("__import__('os')")` is refused.
+
+Applied once in the zygote, before any fork, so every child inherits it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import re
+import types
+from typing import Any
+
+from RestrictedPython import compile_restricted_eval
+
+from .guards import Denied, Guards, SandboxTransformer, compile_user_code, deny, make_globals
+
+_IMPORT_LINE = re.compile(
+    r"^(?:from (?P<from>[A-Za-z_][\w.]*) import (?:\*|[\w, ]+)|import (?P<imp>[A-Za-z_][\w.]*)"
+    r"(?: as \w+)?|\w+ = (?P<attr>[A-Za-z_][\w.]*)\.\w+)$"
+)
+_LAMBDIFY_IMPORT_ROOTS = frozenset({"math", "cmath", "mpmath", "sympy", "numpy", "scipy"})
+_SANITIZED_MARK = "_runner_sanitized_"  # unreachable from restricted code ("_" prefix)
+
+
+def _restricted_namespace(guards: Guards, source: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `source` holding only what restricted code may see, plus the guards."""
+    table = make_globals(guards)
+    user_builtins = table["__builtins__"]
+    namespace: dict[str, Any] = {}
+    for name, value in source.items():
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        if isinstance(value, types.BuiltinFunctionType) and getattr(builtins, name, None) is value:
+            if name in user_builtins:
+                namespace[name] = user_builtins[name]
+            continue
+        if value is builtins:
+            namespace[name] = types.SimpleNamespace(**{
+                k: v for k, v in user_builtins.items() if not k.startswith("_")})
+            continue
+        try:
+            guards.check_value(value, f"'{name}'")
+        except Denied:
+            guards_denials_pop()
+            continue
+        namespace[name] = value
+    namespace.update(table)
+    namespace[_SANITIZED_MARK] = True
+    return namespace
+
+
+def guards_denials_pop() -> None:
+    """Dropping a name from a generated namespace is filtering, not a refusal of the user."""
+    from . import guards as guards_module
+
+    if guards_module._denials:
+        guards_module._denials.pop()
+
+
+def _refuse_compile_errors(errors: tuple[str, ...], what: str) -> None:
+    if errors:
+        deny(f"{what} was refused by the restricted backend: {'; '.join(errors)}")
+
+
+def harden_parser(guards: Guards) -> None:
+    sympy_parser = importlib.import_module("sympy.parsing.sympy_parser")
+
+    original_parse_expr = sympy_parser.parse_expr
+    cache: dict[str, dict[str, Any]] = {}
+
+    def default_globals() -> dict[str, Any]:
+        if "default" not in cache:
+            base: dict[str, Any] = {}
+            exec("from sympy import *", base)  # the same table parse_expr builds itself
+            for name, obj in vars(builtins).items():
+                if isinstance(obj, types.BuiltinFunctionType):
+                    base[name] = obj
+            from sympy import Max, Min
+
+            base["max"], base["min"] = Max, Min
+            cache["default"] = _restricted_namespace(guards, base)
+        return dict(cache["default"])
+
+    def parse_expr(s: str, local_dict: Any = None, transformations: Any =
+                   sympy_parser.standard_transformations, global_dict: Any = None,
+                   evaluate: bool = True) -> Any:
+        if global_dict is None:
+            global_dict = default_globals()
+        return original_parse_expr(s, local_dict, transformations, global_dict, evaluate)
+
+    def eval_expr(code: Any, local_dict: Any, global_dict: Any) -> Any:
+        if isinstance(code, str):
+            result = compile_restricted_eval(code, "<string>", policy=SandboxTransformer)
+            _refuse_compile_errors(result.errors, f"the expression {code!r}")
+            code = result.code
+        elif not isinstance(code, types.CodeType):
+            raise TypeError("eval_expr expects source text")
+        if not (isinstance(global_dict, dict) and global_dict.get(_SANITIZED_MARK)):
+            global_dict = _restricted_namespace(guards, global_dict or {})
+        return eval(code, global_dict, local_dict)  # noqa: S307 - restricted code, guarded globals
+
+    def compile_(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
+        # parse_expr(evaluate=False) compiles an AST it transformed itself.
+        text = source if isinstance(source, str) else __import__("ast").unparse(source)
+        result = compile_restricted_eval(text, filename, policy=SandboxTransformer) \
+            if mode == "eval" else compile_user_code(text, filename)
+        _refuse_compile_errors(result.errors, f"the expression {text!r}")
+        return result.code
+
+    sympy_parser.parse_expr = parse_expr
+    sympy_parser.eval_expr = eval_expr
+    sympy_parser.compile = compile_  # shadows the builtin inside that module only
+    import sympy
+
+    sympy.parse_expr = parse_expr
+    sympy.parsing.parse_expr = parse_expr
+
+
+def harden_lambdify(guards: Guards) -> None:
+    # Not `from sympy.utilities import lambdify`: that name is the function, which
+    # shadows the module of the same name in the package namespace.
+    lambdify_module = importlib.import_module("sympy.utilities.lambdify")
+
+    real_exec = builtins.exec
+
+    def compile_(source: str, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
+        result = compile_user_code(source, filename)
+        _refuse_compile_errors(result.errors, "the code lambdify generated")
+        return result.code
+
+    def exec_(code: Any, globals_: dict[str, Any], locals_: Any = None) -> None:
+        if isinstance(code, str):
+            # Import lines lambdify assembles from its own module tables.
+            match = _IMPORT_LINE.match(code.strip())
+            root = match and (match.group("from") or match.group("imp") or match.group("attr"))
+            if not root or root.split(".")[0] not in _LAMBDIFY_IMPORT_ROOTS:
+                deny(f"lambdify wanted to run {code!r}, which the restricted backend refuses")
+            real_exec(code, globals_, locals_)
+            return
+        if globals_ is not None and not globals_.get(_SANITIZED_MARK):
+            sanitized = _restricted_namespace(guards, globals_)
+            globals_.clear()
+            globals_.update(sanitized)
+        real_exec(code, globals_, locals_)
+
+    lambdify_module.compile = compile_
+    lambdify_module.exec = exec_
+
+
+def harden_sympy(guards: Guards) -> None:
+    harden_parser(guards)
+    harden_lambdify(guards)

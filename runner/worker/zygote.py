@@ -1,0 +1,407 @@
+"""The warm parent: preloaded once, forks a child per run, judges how the child ended.
+
+The zygote reads framed requests, forks a child for each (see child.py), collects its
+stdout/stderr with byte caps and its outcome from the result pipe, kills the child's
+whole process group at the wall-clock deadline, and tells timeout, memory limit and
+crash apart from how the child ended. Everything the zygote reports about limits comes
+from its own observation (wait status, rusage, its own clock), never from the child.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .child import Executor, child_main
+from .protocol import read_message, write_message
+
+MAX_RESULT_BYTES = 32 * 1024 * 1024
+DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
+TRUNCATION_MARKER = "\n[... output truncated ...]\n"
+
+
+class Capture:
+    """Keeps the first `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.total += len(chunk)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # the group is gone and the id was reused: nothing of ours
+        pass
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class Watch:
+    """Everything the parent saw of one child."""
+
+    def __init__(self, limits: dict[str, Any]) -> None:
+        cap = int(limits["max_output_bytes"])
+        self.stdout = Capture(cap)
+        self.stderr = Capture(cap)
+        self.result = Capture(MAX_RESULT_BYTES)
+        self.timed_out = False
+        self.reaped = False  # False: the child reported and was killed; reap it later
+        self.wait_status = 0
+        self.cpu_ms = 0
+        self.max_rss_kb = 0
+        self.duration_ms = 0
+
+    def reported(self) -> bool:
+        """A complete result arrived and the child closed every stream it had."""
+        if not self.result.data or self.result.truncated:
+            return False
+        try:
+            json.loads(self.result.data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return True
+
+
+def _usage_from_proc(pid: int, watch: Watch) -> bool:
+    """CPU time and peak memory of a live child, read by the parent.
+
+    False when the child has already released its memory (it is exiting or a zombie):
+    then waiting for it costs nothing and wait4 gives exact figures.
+    """
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as stat:
+            watch.cpu_ms = int(stat.read().split()[0]) // 1_000_000
+    except (OSError, ValueError, IndexError):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            watch.cpu_ms = (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    watch.max_rss_kb = int(line.split()[1])
+                    return True
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _watch_child(pid: int, fds: dict[int, Capture], deadline: float, watch: Watch) -> None:
+    pidfd = _open_pidfd(pid)
+    for fd in fds:
+        os.set_blocking(fd, False)
+    exited = False
+    drain_until = 0.0
+    try:
+        while fds or not exited:
+            now = time.monotonic()
+            if not exited and now >= deadline:
+                watch.timed_out = True
+                _kill_group(pid)
+                deadline = float("inf")
+            if exited and now >= drain_until:
+                break
+            waiting = list(fds)
+            if not exited and pidfd is not None:
+                waiting.append(pidfd)
+            limit = (drain_until if exited else deadline) - now
+            # Without a pidfd, poll the child's state at a short interval instead.
+            if pidfd is None and not exited:
+                limit = min(limit, 0.01)
+            ready, _, _ = select.select(waiting, [], [], max(0.0, min(limit, 3600.0)))
+            for fd in ready:
+                if fd == pidfd:
+                    continue
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    fds[fd].feed(chunk)
+                else:
+                    os.close(fd)
+                    del fds[fd]
+            if not fds and not exited and not watch.timed_out and watch.reported():
+                # The child closed its streams after a complete report: it is about to
+                # exit. Take its usage now and leave the exit (unmapping a large
+                # address space takes about a millisecond) off the critical path.
+                if _usage_from_proc(pid, watch):
+                    return
+            if not exited:
+                if pidfd is not None:
+                    exited = pidfd in ready
+                else:
+                    exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+                if exited:
+                    drain_until = time.monotonic() + DRAIN_SECONDS
+    finally:
+        for fd in list(fds):
+            os.close(fd)
+        if pidfd is not None:
+            os.close(pidfd)
+        # Anything the run started in its process group dies with it.
+        _kill_group(pid)
+    _, status, usage = os.wait4(pid, 0)
+    watch.reaped = True
+    watch.wait_status = status
+    watch.cpu_ms = int((usage.ru_utime + usage.ru_stime) * 1000)
+    watch.max_rss_kb = int(usage.ru_maxrss)
+
+
+def _judge(watch: Watch, limits: dict[str, Any]) -> dict[str, Any]:
+    """Turn what the parent saw into status, exit code and error."""
+    outcome: dict[str, Any] | None = None
+    if watch.result.data and not watch.result.truncated:
+        try:
+            outcome = json.loads(watch.result.data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            outcome = None
+    status = watch.wait_status
+    signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    timeout_s = limits["timeout_s"]
+    cpu_s = limits.get("cpu_s") or timeout_s
+
+    def fail(kind: str, type_: str, message: str, exit_code: int | None) -> dict[str, Any]:
+        return {"status": kind, "exit_code": exit_code,
+                "error": {"type": type_, "message": message, "traceback": ""}, "return_value": None}
+
+    if watch.timed_out:
+        return fail("timeout", "Timeout",
+                    f"wall-clock time limit of {timeout_s:g} s exceeded; the run was killed",
+                    -signal.SIGKILL)
+    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and watch.cpu_ms >= cpu_s * 1000):
+        return fail("timeout", "Timeout",
+                    f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)
+    if signum == signal.SIGKILL:
+        # Killed by something other than us: the kernel's out-of-memory killer.
+        return fail("memory_limit", "MemoryError",
+                    f"memory limit of {limits['memory_mb']} MB exceeded; the run was killed",
+                    -signum)
+    if signum is not None:
+        name = signal.Signals(signum).name
+        stderr = watch.stderr.text()
+        if "MemoryError" in stderr or "out of memory" in stderr.lower():
+            return fail("memory_limit", "MemoryError",
+                        f"memory limit of {limits['memory_mb']} MB exceeded ({name})", -signum)
+        return fail("crashed", "Crash", f"the run was terminated by signal {name}", -signum)
+    if outcome is None:
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        why = ("its result was larger than the result channel allows"
+               if watch.result.truncated else "it ended without reporting a result")
+        return fail("crashed", "Crash", f"the run crashed: {why} (exit status {exit_code})",
+                    exit_code)
+    return _judge_outcome(outcome, limits)
+
+
+def _judge_outcome(outcome: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    kind = outcome.get("kind")
+    error = outcome.get("error")
+    value = outcome.get("return_value")
+    if kind == "ok":
+        return {"status": "ok", "exit_code": 0, "error": None, "return_value": value}
+    if kind == "exit":
+        code = outcome.get("exit_code")
+        if code in (0, None):
+            return {"status": "ok", "exit_code": 0, "error": None, "return_value": None}
+        return {"status": "error", "exit_code": code if isinstance(code, int) else 1,
+                "error": error, "return_value": None}
+    if kind == "denied":
+        return {"status": "denied", "exit_code": 1, "error": error, "return_value": None}
+    if kind == "error":
+        if error and error.get("type") == "MemoryError":
+            error = dict(error)
+            error["message"] = (f"memory limit of {limits['memory_mb']} MB exceeded"
+                                + (f": {error['message']}" if error.get("message") else ""))
+            return {"status": "memory_limit", "exit_code": 1, "error": error, "return_value": None}
+        return {"status": "error", "exit_code": 1, "error": error, "return_value": None}
+    if kind == "invalid_args":
+        return {"status": "invalid_args", "exit_code": 1, "error": error, "return_value": None}
+    message = (error or {}).get("message", "unknown failure")
+    return {"status": "crashed", "exit_code": None,
+            "error": {"type": "WorkerError", "message": f"the worker failed: {message}",
+                      "traceback": ""},
+            "return_value": None}
+
+
+class Spare:
+    """A child forked ahead of time, set up and blocked until it is handed a request."""
+
+    def __init__(self, executor: Executor, base_dir: str) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="run-", dir=base_dir)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        res_r, res_w = os.pipe()
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (out_r, err_r, res_r, go_w):
+                os.close(fd)
+            child_main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
+                       result_fd=res_w, request_fd=go_r)
+        for fd in (out_w, err_w, res_w, go_r):
+            os.close(fd)
+        self.pid = pid
+        self.out_r, self.err_r, self.res_r, self.go_w = out_r, err_r, res_r, go_w
+
+    def discard(self) -> None:
+        os.close(self.go_w)  # end of file: the child exits
+        for fd in (self.out_r, self.err_r, self.res_r):
+            os.close(fd)
+        _kill_group(self.pid)
+        os.waitpid(self.pid, 0)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def run_one(spare: Spare, request: dict[str, Any],
+            while_running: Callable[[], None] = lambda: None) -> tuple[dict[str, Any], bool]:
+    """Hand `request` to `spare` and watch it. Returns the result and whether it was reaped.
+
+    `while_running` is called once the child has its request (the zygote uses it to fork
+    the next spare on the other core while this run executes).
+    """
+    limits = request["limits"]
+    watch = Watch(limits)
+    started = time.monotonic()
+    try:
+        try:
+            write_message(spare.go_w, request)
+        except BrokenPipeError:
+            pass  # the spare died before its request: judged like any crash below
+        os.close(spare.go_w)
+        while_running()
+        _watch_child(spare.pid,
+                     {spare.out_r: watch.stdout, spare.err_r: watch.stderr, spare.res_r: watch.result},
+                     started + float(limits["timeout_s"]), watch)
+    finally:
+        shutil.rmtree(spare.workdir, ignore_errors=True)
+    watch.duration_ms = int((time.monotonic() - started) * 1000)
+    judged = _judge(watch, limits)
+    stdout, stderr = watch.stdout.text(), watch.stderr.text()
+    if watch.stdout.truncated:
+        stdout += TRUNCATION_MARKER
+    if watch.stderr.truncated:
+        stderr += TRUNCATION_MARKER
+    judged.update(
+        stdout=stdout,
+        stderr=stderr,
+        stdout_truncated=watch.stdout.truncated,
+        stderr_truncated=watch.stderr.truncated,
+        duration_ms=watch.duration_ms,
+        resources={"cpu_ms": watch.cpu_ms, "max_rss_kb": watch.max_rss_kb},
+    )
+    return judged, watch.reaped
+
+
+def _take_protocol_fds() -> tuple[int, int]:
+    """Move the protocol off fds 0/1 so stray prints cannot corrupt a frame."""
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return in_fd, out_fd
+
+
+def _new_spare(executor: Executor, base_dir: str) -> Spare | None:
+    try:
+        return Spare(executor, base_dir)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE):
+            raise
+        return None  # out of processes or memory right now: retried at the next request
+
+
+def _reap_finished(pids: list[int]) -> None:
+    """Collect children that reported and were killed, without waiting for any."""
+    for pid in list(pids):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            pids.remove(pid)
+
+
+def serve(executor: Executor, ready_info: dict[str, Any]) -> None:
+    """Answer requests until the host closes our stdin."""
+    in_fd, out_fd = _take_protocol_fds()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when we stop
+    base_dir = tempfile.mkdtemp(prefix="runner-worker-")
+    # Everything imported so far is shared with every child; keep the collector from
+    # touching (and so copying) those pages after each fork.
+    gc.collect()
+    gc.freeze()
+    spare = _new_spare(executor, base_dir)
+    unreaped: list[int] = []
+    try:
+        write_message(out_fd, {"type": "ready", "pid": os.getpid(), "executor": executor.name,
+                               "python": sys.version.split()[0], **ready_info})
+        while True:
+            _reap_finished(unreaped)
+            message = read_message(in_fd)
+            if message is None:
+                return
+            kind = message.get("type")
+            if kind == "run":
+                current, spare = spare or _new_spare(executor, base_dir), None
+                if current is None:
+                    result = {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
+                              "error": {"type": "WorkerError", "traceback": "",
+                                        "message": "could not start the run: out of processes "
+                                                   "or memory on the host"}}
+                else:
+                    def fork_next() -> None:
+                        nonlocal spare
+                        spare = _new_spare(executor, base_dir)
+
+                    result, reaped = run_one(current, message, fork_next)
+                    if not reaped:
+                        unreaped.append(current.pid)
+                write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
+            elif kind == "ping":
+                write_message(out_fd, {"type": "pong", "id": message.get("id")})
+            else:
+                write_message(out_fd, {"type": "error", "id": message.get("id"),
+                                       "message": f"unknown message type {kind!r}"})
+    finally:
+        if spare is not None:
+            spare.discard()
+        for pid in unreaped:
+            os.waitpid(pid, 0)
+        shutil.rmtree(base_dir, ignore_errors=True)

@@ -1,0 +1,709 @@
+"""Attacks on the restricted tier, and legitimate code that must not be caught by them.
+
+Every attack goes through `attack()`, which also checks that the same sandbox still
+serves a normal run afterwards. Denials must name what was refused. Attacks that would
+run a command or write a file carry a marker path under pytest's tmp_path, and the test
+checks that nothing appeared there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from runner import ExecutionResult, Limits, Status
+
+# Names RestrictedPython-style guards go by; none of them may show up in user-visible output.
+GUARD_NAMES = (
+    "_getattr_",
+    "_getitem_",
+    "_getiter_",
+    "_write_",
+    "_print_",
+    "_inplacevar_",
+    "_apply_",
+    "_unpack_sequence_",
+    "_iter_unpack_sequence_",
+)
+
+
+def _describe(r: ExecutionResult) -> str:
+    return f"status={r.status!s} exit={r.exit_code} error={r.error!r} stdout={r.stdout[:300]!r}"
+
+
+# "allowed modules: cmath, collections, math, ..." - an enumeration that would name
+# `math` or `random` in every denial, whatever was refused.
+_ALLOWED_LIST = re.compile(r"allowed(?:\s+modules)?(?:\s+are)?\s*:?\s*(?:[\w.]+(?:,\s*|\s+and\s+))+[\w.]+", re.I)
+
+
+def _mentions(message: str, names: tuple[str, ...]) -> bool:
+    """True if the message names one of `names` as a whole word (case-insensitive),
+    not counting the list of allowed modules."""
+    message = _ALLOWED_LIST.sub("", message)
+    return any(
+        re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message, re.IGNORECASE)
+        for name in names
+    )
+
+
+def _ids(cases) -> list[str]:
+    """Readable test ids: the snippet, squeezed."""
+    return [re.sub(r"\W+", "-", case[0].strip()).strip("-")[:60] for case in cases]
+
+
+def attack(sb, code: str, limits: Limits | None = None) -> ExecutionResult:
+    """Run one attack, then check the same sandbox still runs normal code."""
+    r = sb.run(code, limits=limits)
+    after = sb.run("print(1+1)")
+    assert after.status == Status.OK, f"sandbox broken after attack: {_describe(after)}"
+    assert after.stdout == "2\n", f"sandbox broken after attack: {_describe(after)}"
+    return r
+
+
+def assert_denied(r: ExecutionResult, names: tuple[str, ...]) -> None:
+    assert r.status == Status.DENIED, _describe(r)
+    assert r.error is not None, _describe(r)
+    assert _mentions(r.error.message, names), f"message does not name any of {names}: {r.error.message!r}"
+
+
+def assert_ok(r: ExecutionResult, stdout: str) -> None:
+    assert r.status == Status.OK, _describe(r)
+    assert r.error is None, _describe(r)
+    assert r.stdout == stdout, _describe(r)
+
+
+@pytest.fixture
+def markers(tmp_path: Path) -> Path:
+    """An empty directory that attacks try to write into; it must stay empty."""
+    d = tmp_path / "markers"
+    d.mkdir()
+    return d
+
+
+def _payload(markers: Path) -> str:
+    """Python source that, if ever evaluated unguarded, runs a command and writes a file."""
+    m1, m2 = markers / "by_system", markers / "by_open"
+    return f"__import__('os').system('touch {m1}') + __import__('builtins').open('{m2}', 'w').write('x')"
+
+
+# --- allowed imports ---------------------------------------------------------------------
+
+ALLOWED = [
+    ("import math\nprint(math.sqrt(16), math.factorial(5))", "4.0 120\n"),
+    ("import cmath\nprint(cmath.sqrt(-4))", "2j\n"),
+    ("import fractions\nprint(fractions.Fraction(3, 6))", "1/2\n"),
+    (
+        "import decimal\ndecimal.getcontext().prec = 50\nprint(decimal.Decimal(1) / decimal.Decimal(3))",
+        "0.33333333333333333333333333333333333333333333333333\n",
+    ),
+    ("import statistics\nprint(statistics.median([5, 1, 3]))", "3\n"),
+    ("import itertools\nprint(list(itertools.islice(itertools.count(3), 3)))", "[3, 4, 5]\n"),
+    ("import functools\nprint(functools.reduce(lambda a, b: a * b, [1, 2, 3, 4]))", "24\n"),
+    (
+        "from functools import lru_cache\n@lru_cache(maxsize=None)\ndef fib(n):\n"
+        "    return n if n < 2 else fib(n - 1) + fib(n - 2)\nprint(fib(30))",
+        "832040\n",
+    ),
+    ("import collections\nprint(collections.Counter('aab').most_common(1))", "[('a', 2)]\n"),
+    ("import re\nprint(re.match(r'(\\w+)@', 'bob@x').group(1))", "bob\n"),
+    ("import json\nprint(json.loads('{\"k\": [1, 2]}')['k'])", "[1, 2]\n"),
+    (
+        "import datetime\nprint(datetime.datetime(2024, 2, 29, 12, 30).strftime('%Y-%m-%d %H:%M'))",
+        "2024-02-29 12:30\n",
+    ),
+    ("import random\nrandom.seed(42)\nprint(random.random() < 1)", "True\n"),
+    ("import sympy\nx = sympy.Symbol('x')\nprint(sympy.solve(x**2 - 4, x))", "[-2, 2]\n"),
+    ("from sympy import sympify\nprint(sympify('sqrt(8)'))", "2*sqrt(2)\n"),
+    (
+        "from sympy.parsing.sympy_parser import parse_expr\nprint(parse_expr('x**2 + 2*x + 1').factor())",
+        "(x + 1)**2\n",
+    ),
+    ("import sympy\nprint(sympy.simplify('(x**2-1)/(x-1)'))", "x + 1\n"),
+    ("import math as m\nfrom math import pi as PI\nprint(round(m.pi, 5), PI == m.pi)", "3.14159 True\n"),
+]
+
+
+@pytest.mark.parametrize(("code", "stdout"), ALLOWED, ids=_ids(ALLOWED))
+def test_allowed_imports_work(restricted, code, stdout):
+    assert_ok(attack(restricted, code), stdout)
+
+
+# --- denied imports ----------------------------------------------------------------------
+
+DENIED_MODULES = [
+    "os", "sys", "subprocess", "importlib", "ctypes", "pickle", "string", "socket", "builtins",
+    "shutil", "pathlib", "io", "warnings", "inspect", "gc", "threading", "multiprocessing",
+    "posix", "marshal", "traceback",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("module", DENIED_MODULES)
+def test_denied_import_names_module_and_lists_allowed(restricted, module):
+    r = attack(restricted, f"import {module}\nprint('imported')")
+    assert_denied(r, (module,))
+    msg = r.error.message
+    assert "math" in msg and "sympy" in msg, f"message does not list what is allowed: {msg!r}"
+    assert "imported" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("from os import system\nsystem('true')", ("os",)),
+        ("import os.path\nprint(os.path.exists('/'))", ("os", "os.path")),
+        ("from os.path import join", ("os", "os.path")),
+        ("import sys as s", ("sys",)),
+        ("import math, os", ("os",)),
+        ("__import__('os')", ("__import__",)),
+        ("from . import x", ("relative", "from .", "'.'", '"."')),
+        ("from .sibling import y", ("relative", "sibling", ".sibling")),
+    ],
+    ids=["from-os", "os.path", "from-os.path", "import-as", "second-of-two", "__import__", "rel", "rel-sub"],
+)
+def test_other_denied_import_forms(restricted, code, names):
+    assert_denied(attack(restricted, code), names)
+
+
+# --- module pivots -----------------------------------------------------------------------
+
+PIVOTS = [
+    ("import json\nm = json.decoder.re.enum.sys.modules['os']\nm.system('true')", ("decoder", "enum", "sys")),
+    ("import warnings\nprint(warnings.sys)", ("warnings",)),
+    ("import random\nprint(random._os)", ("_os",)),
+    ("import random\nprint(getattr(random, '_os'))", ("_os",)),
+    ("import statistics\nprint(statistics.sys.modules)", ("sys",)),
+    ("from statistics import sys\nprint(sys.modules)", ("sys",)),
+    ("import fractions\nprint(fractions.sys)", ("sys",)),
+    ("from fractions import sys", ("sys",)),
+    ("import datetime\nprint(datetime.sys)", ("sys",)),
+    ("import collections\nprint(collections._sys)", ("_sys",)),
+    ("import re\nprint(re.enum)", ("enum",)),
+    ("import re\nprint(re.copyreg)", ("copyreg",)),
+    ("import json\nprint(json.codecs)", ("codecs",)),
+    ("import functools\ng = functools.partial(getattr, 1)\nprint(g('__class__'))", ("__class__",)),
+    ("import functools\nprint(functools.reduce(getattr, ['__class__', '__base__'], 1))", ("__class__",)),
+    ("print(list(map(getattr, [1], ['__class__'])))", ("__class__",)),
+    ("import operator\nprint(operator.attrgetter('__class__')(1))", ("operator", "attrgetter", "__class__")),
+    (
+        "import sympy\nm = sympy.external.importtools.import_module('os')\nprint(m)\nm.system('true')",
+        ("external", "importtools", "import_module", "os"),
+    ),
+    (
+        "import sympy\nf = sympy.utilities.source.get_class('os.system')\nprint(f)",
+        ("utilities", "source", "get_class", "os", "os.system"),
+    ),
+    ("import sympy\nprint(sympy.utilities.misc.os)", ("utilities", "misc", "os")),
+    ("from sympy.utilities.misc import os\nprint(os)", ("os", "sympy.utilities.misc")),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), PIVOTS, ids=_ids(PIVOTS))
+def test_module_pivots_are_denied(restricted, code, names):
+    r = attack(restricted, code)
+    assert_denied(r, names)
+    assert "<module" not in r.stdout and "built-in function" not in r.stdout, r.stdout
+
+
+def _sympy_string_attacks(markers: Path) -> dict[str, str]:
+    payload = _payload(markers)
+    return {
+        "sympify": f"import sympy\nprint(sympy.sympify({payload!r}))",
+        "S": f"from sympy import S\nprint(S({payload!r}))",
+        "parse_expr": f"from sympy.parsing.sympy_parser import parse_expr\nprint(parse_expr({payload!r}))",
+        "lambdify-symbol": f"import sympy\nf = sympy.lambdify([], sympy.Symbol({payload!r}))\nprint(f())",
+        "lambdify-arg": (
+            f"import sympy\nx = sympy.Symbol('x')\nf = sympy.lambdify([x], x + sympy.Symbol({payload!r}))\nprint(f(1))"
+        ),
+        "nsolve-function": (
+            "import sympy\nx = sympy.Symbol('x')\n"
+            f"f = sympy.Function('(' + {payload!r} + ') * 0 or abs')\n"
+            "print(sympy.nsolve(f(x) - 2, x, 1))"
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["sympify", "S", "parse_expr"])
+def test_sympy_string_parsing_cannot_run_code(restricted, markers, name):
+    r = attack(restricted, _sympy_string_attacks(markers)[name])
+    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
+    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
+
+
+@pytest.mark.parametrize("name", ["lambdify-symbol", "lambdify-arg", "nsolve-function"])
+def test_sympy_generated_code_cannot_run_code(restricted, markers, name):
+    # lambdify prints expressions to Python source and executes it: a symbol or function
+    # whose name is code becomes code. Whatever the status, the payload must not run.
+    r = attack(restricted, _sympy_string_attacks(markers)[name])
+    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
+
+
+@pytest.mark.parametrize(
+    ("func", "text"),
+    [
+        ("parse_expr", "__import__('os')"),
+        ("sympify", "__import__('os')"),
+        ("sympify", "x.__class__"),
+        ("sympify", "x.__class__.__mro__[-1].__subclasses__()"),
+        ("sympify", "open('/etc/passwd').read()"),
+        ("sympify", "sympify.__globals__"),
+    ],
+    ids=["parse_expr-import", "sympify-import", "sympify-class", "sympify-subclasses", "sympify-open", "sympify-globals"],
+)
+def test_sympy_strings_do_not_leak_objects(restricted, func, text):
+    # Refused (denied/error), or evaluated to a plain sympy expression; never to a module,
+    # class, dict or file contents (which is what unpatched sympy returns for each of these).
+    code = f"import sympy\nr = sympy.{func}({text!r})\nprint(isinstance(r, sympy.Basic))\nprint(r)"
+    r = attack(restricted, code)
+    assert r.status in (Status.OK, Status.DENIED, Status.ERROR), _describe(r)
+    if r.status == Status.OK:
+        assert r.stdout.startswith("True\n"), _describe(r)
+    for leak in ("<module", "<class", "root:", "__builtins__"):
+        assert leak not in r.stdout, r.stdout
+
+
+# --- dunder walks ------------------------------------------------------------------------
+
+DUNDER_WALKS = [
+    ("().__class__.__bases__[0].__subclasses__()", ("__class__",)),
+    ("x = 1\nprint(x.__dict__)", ("__dict__",)),
+    ("def f():\n    pass\nprint(f.__globals__)", ("__globals__",)),
+    ("print(getattr(1, '__class__'))", ("__class__",)),
+    ("print(getattr(1, '__class__', None))", ("__class__",)),
+    ("print(type(1).__subclasses__())", ("__subclasses__",)),
+    ('print(f"{(1).__class__}")', ("__class__",)),
+    ('print("{0.__class__}".format(1))', ("__class__",)),
+    ('print("{0.__class__.__mro__}".format(1))', ("__class__", "__mro__")),
+    ('fmt = "{0.__class__}".format\nprint(fmt(1))', ("__class__",)),
+    ('print(str.format("{0.__class__}", 1))', ("__class__",)),
+    ('print("{x.__class__}".format_map({"x": 1}))', ("__class__",)),
+    ('print("{0[0].__class__}".format([1]))', ("__class__",)),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), DUNDER_WALKS, ids=_ids(DUNDER_WALKS))
+def test_dunder_walks_are_denied(restricted, code, names):
+    r = attack(restricted, code)
+    assert_denied(r, names)
+    assert "<class" not in r.stdout, r.stdout
+
+
+def test_safe_format_strings_still_work(restricted):
+    code = 'print("{:.2f}".format(3.14159))\nprint("{0}-{1}".format("a", 2), "{k}".format_map({"k": 3}))'
+    assert_ok(attack(restricted, code), "3.14\na-2 3\n")
+
+
+def test_vars_of_a_type_does_not_hand_out_dunders(restricted):
+    r = attack(restricted, "print(len(vars(type)['__subclasses__'](object)))")
+    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("fn", ["vars", "globals", "locals", "dir"])
+def test_namespace_introspection_does_not_leak_guards(restricted, fn):
+    r = attack(restricted, f"secret_marker_name = 1\nprint({fn}())")
+    assert r.status in (Status.OK, Status.DENIED, Status.ERROR), _describe(r)
+    if r.status == Status.DENIED:
+        assert _mentions(r.error.message, (fn,)), r.error.message
+    if r.status == Status.OK:
+        assert "secret_marker_name" in r.stdout  # the user's own names, nothing more
+    for guard in GUARD_NAMES:
+        assert guard not in r.stdout, f"{fn}() leaked {guard}: {r.stdout[:500]!r}"
+
+
+def test_replacing_guards_through_globals_does_not_help(restricted):
+    code = "g = globals()\ng['_write_'] = lambda ob: ob\nimport math\nmath.pi = 3\nprint(math.pi)"
+    r = attack(restricted, code)
+    assert_denied(r, ("globals", "_write_", "pi", "math"))
+    assert r.stdout != "3\n"
+
+
+# --- frames ------------------------------------------------------------------------------
+
+FRAMES = [
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame)", ("gi_frame",)),
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_code)", ("gi_code",)),
+    ("def g():\n    yield 1\nx = g()\nprint(getattr(x, 'gi_frame'))", ("gi_frame",)),
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame.f_back.f_globals)", ("gi_frame",)),
+    ("try:\n    1/0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame)", ("__traceback__",)),
+    ("try:\n    1/0\nexcept Exception as e:\n    print(getattr(e, '__traceback__'))", ("__traceback__",)),
+    ("import sys\nprint(sys._getframe())", ("sys",)),
+    ("import inspect\nprint(inspect.currentframe())", ("inspect",)),
+    ("async def c():\n    pass\nx = c()\nprint(x.cr_frame)", ("cr_frame", "async", "AsyncFunctionDef")),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), FRAMES, ids=_ids(FRAMES))
+def test_frame_access_is_denied(restricted, code, names):
+    r = attack(restricted, code)
+    assert_denied(r, names)
+    assert "<frame" not in r.stdout and "<code" not in r.stdout, r.stdout
+
+
+# --- builtins tampering ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["print(__builtins__)", "f = __builtins__['open']\nprint(f('/etc/passwd').read())", "__builtins__ = {}"],
+)
+def test_builtins_are_not_reachable(restricted, code):
+    r = attack(restricted, code)
+    assert_denied(r, ("__builtins__",))
+    assert "root:" not in r.stdout
+
+
+def test_shadowing_len_is_local_to_one_run(restricted):
+    assert_ok(attack(restricted, "len = lambda x: 0\nprint(len([1, 2]))"), "0\n")
+    assert_ok(attack(restricted, "print(len([1, 2]))"), "2\n")
+
+
+def test_shadowing_print_does_not_leak_into_the_next_run(restricted):
+    r = attack(restricted, "print = lambda *a: None\nprint('hidden')")
+    assert r.status in (Status.OK, Status.DENIED), _describe(r)
+    assert r.stdout == ""
+    assert_ok(attack(restricted, "print('visible')"), "visible\n")
+
+
+@pytest.mark.parametrize(
+    ("code", "names", "check", "expected"),
+    [
+        ("import math\nmath.pi = 3", ("pi", "math"), "import math\nprint(math.pi)", "3.141592653589793\n"),
+        ("import math\nsetattr(math, 'pi', 3)", ("setattr", "pi", "math"), "import math\nprint(math.pi)", "3.141592653589793\n"),
+        ("import math\ndel math.pi", ("pi", "math"), "import math\nprint(math.pi)", "3.141592653589793\n"),
+        ("from math import pi\nimport math\nmath.tau = pi", ("tau", "math"), "import math\nprint(math.tau)", "6.283185307179586\n"),
+        ("import json\njson.dumps = str", ("dumps", "json"), "import json\nprint(json.dumps([1]))", "[1]\n"),
+        ("import random\nrandom.randint = max", ("randint", "random"), "import random\nrandom.seed(1)\nprint(random.randint(1, 6))", "2\n"),
+        ("import sympy\nsympy.pi = 3", ("pi", "sympy"), "import sympy\nprint(sympy.N(sympy.pi, 5))", "3.1416\n"),
+    ],
+    ids=["math.pi", "setattr", "delattr", "math.tau", "json.dumps", "random.randint", "sympy.pi"],
+)
+def test_allowed_modules_cannot_be_modified(restricted, code, names, check, expected):
+    assert_denied(attack(restricted, code), names)
+    assert_ok(attack(restricted, check), expected)
+
+
+def test_writing_a_module_dict_does_not_survive_the_run(restricted):
+    attack(restricted, "import math\nd = vars(math)\nd['pi'] = 3")
+    assert_ok(attack(restricted, "import math\nprint(math.pi)"), "3.141592653589793\n")
+
+
+# --- dangerous builtins ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("exec('print(1)')", ("exec",)),
+        ("eval('1+1')", ("eval",)),
+        ("f = exec\nf('print(1)')", ("exec",)),
+        ("compile('1', 'x', 'eval')", ("compile",)),
+        ("print(open('/etc/passwd').read())", ("open",)),
+        ("input()", ("input",)),
+        ("breakpoint()", ("breakpoint",)),
+        ("X = type('X', (object,), {})", ("type",)),
+    ],
+)
+def test_dangerous_builtins_are_denied(restricted, code, names):
+    r = attack(restricted, code)
+    assert_denied(r, names)
+    assert "root:" not in r.stdout
+
+
+def test_one_argument_type_is_allowed(restricted):
+    assert_ok(attack(restricted, "print(type(1))"), "<class 'int'>\n")
+
+
+# --- resources ---------------------------------------------------------------------------
+
+
+def test_infinite_loop_times_out(restricted):
+    r = attack(restricted, "while True:\n    pass", Limits(timeout_s=1))
+    assert r.status == Status.TIMEOUT, _describe(r)
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["x = [0] * 10**10", "x = 'x' * 10**10", "l = []\nwhile True:\n    l.append('x' * 100000)"],
+    ids=["list", "str", "growing-list"],
+)
+def test_memory_bombs_hit_the_memory_limit(restricted, code):
+    r = attack(restricted, code, Limits(memory_mb=64, timeout_s=5))
+    assert r.status == Status.MEMORY_LIMIT, _describe(r)
+    assert "memory" in r.error.message.lower()
+
+
+@pytest.mark.parametrize("code", ["x = 2**(10**10)", "x = 10**10**8\nprint(x > 0)"], ids=["2**10**10", "10**10**8"])
+def test_huge_integers_are_stopped(restricted, code):
+    r = attack(restricted, code, Limits(memory_mb=64, timeout_s=2))
+    assert r.status in (Status.TIMEOUT, Status.MEMORY_LIMIT), _describe(r)
+
+
+def test_int_to_str_digit_limit_is_acceptable(restricted):
+    r = attack(restricted, "print(str(10**5000))")
+    assert r.status in (Status.OK, Status.ERROR), _describe(r)
+    if r.status == Status.ERROR:
+        assert r.error.type == "ValueError"
+    else:
+        assert r.stdout == "1" + "0" * 5000 + "\n"
+
+
+def test_output_flood_times_out_and_truncates(restricted):
+    r = attack(restricted, "while True:\n    print('x' * 1000)", Limits(timeout_s=1, max_output_bytes=100_000))
+    assert r.status == Status.TIMEOUT, _describe(r)
+    assert r.stdout_truncated is True
+    assert len(r.stdout.encode()) <= 100_000 + 200
+
+
+def test_deep_recursion_is_a_recursion_error(restricted):
+    r = attack(restricted, "def f(n):\n    return f(n + 1)\nf(0)", Limits(timeout_s=5))
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error.type == "RecursionError"
+
+
+# --- swallowed denials -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("try:\n import os\nexcept BaseException:\n pass\nprint('ok')", ("os",)),
+        ("try:\n    import subprocess\nexcept ImportError:\n    pass\nprint('ok')", ("subprocess",)),
+        ("try:\n    getattr(1, '__class__')\nexcept BaseException:\n    pass\nprint('ok')", ("__class__",)),
+        ("import math\ntry:\n    math.pi = 3\nexcept BaseException:\n    pass\nprint('ok')", ("pi", "math")),
+        (
+            "import statistics\nfor i in range(3):\n    try:\n        statistics.sys\n    except Exception:\n        pass\nprint('ok')",
+            ("sys",),
+        ),
+    ],
+    ids=["import-os", "import-subprocess", "getattr", "module-write", "pivot-in-loop"],
+)
+def test_swallowed_denial_is_still_recorded(restricted, code, names):
+    assert_denied(attack(restricted, code), names)
+
+
+# --- legitimate code: no false positives -------------------------------------------------
+
+LEGIT = {
+    "class_init_repr_eq": (
+        """
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+    def __repr__(self):
+        return f"Point({self.x}, {self.y})"
+    def __eq__(self, other):
+        return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)
+p = Point(1, 2)
+print(p, p == Point(1, 2), p == Point(2, 1))
+""",
+        "Point(1, 2) True False\n",
+    ),
+    "super_init": (
+        """
+class Base:
+    def __init__(self, name):
+        self.name = name
+class Child(Base):
+    def __init__(self, name, age):
+        super().__init__(name)
+        self.age = age
+c = Child("ann", 7)
+print(c.name, c.age)
+""",
+        "ann 7\n",
+    ),
+    "custom_exception": (
+        """
+class InsufficientFunds(Exception):
+    pass
+class Account:
+    def __init__(self, balance):
+        self.balance = balance
+    def withdraw(self, amount):
+        if amount > self.balance:
+            raise InsufficientFunds(f"need {amount - self.balance} more")
+        self.balance -= amount
+a = Account(10)
+try:
+    a.withdraw(15)
+except InsufficientFunds as e:
+    print("caught:", e)
+a.withdraw(4)
+print(a.balance)
+""",
+        "caught: need 5 more\n6\n",
+    ),
+    "self_count_augassign": (
+        """
+class Counter:
+    def __init__(self):
+        self.count = 0
+    def tick(self):
+        self.count += 1
+        return self.count
+c = Counter()
+for _ in range(5):
+    c.tick()
+print(c.count)
+""",
+        "5\n",
+    ),
+    "dict_item_augassign": (
+        """
+d = {}
+for k in "abracadabra":
+    if k not in d:
+        d[k] = 0
+    d[k] += 1
+lst = [1, 2, 3]
+lst[0] *= 10
+print(sorted(d.items()), lst)
+""",
+        "[('a', 5), ('b', 2), ('c', 1), ('d', 1), ('r', 2)] [10, 2, 3]\n",
+    ),
+    "dunder_main": (
+        """
+def main():
+    print("main ran")
+if __name__ == "__main__":
+    main()
+""",
+        "main ran\n",
+    ),
+    "fstring_format_specs": (
+        """
+x = 3.14159
+n = 42
+print(f"{x:.2f} {n:05d} {n:>6} {n:x} {0.25:.1%} {1234567:,}")
+print("{:.2f}".format(3.14159), "{} and {}".format("a", "b"), "{name}!".format(name="hi"))
+print("%.3f %s" % (2.5, "ok"))
+""",
+        "3.14 00042     42 2a 25.0% 1,234,567\n3.14 a and b hi!\n2.500 ok\n",
+    ),
+    "comprehensions": (
+        """
+squares = [i * i for i in range(6)]
+evens = {i: i % 2 == 0 for i in range(4)}
+uniq = {c for c in "hello"}
+nested = [(a, b) for a in range(3) for b in range(a)]
+print(squares, evens, sorted(uniq), nested)
+""",
+        "[0, 1, 4, 9, 16, 25] {0: True, 1: False, 2: True, 3: False} ['e', 'h', 'l', 'o'] [(1, 0), (2, 0), (2, 1)]\n",
+    ),
+    "generators": (
+        """
+def fib():
+    a, b = 0, 1
+    while True:
+        yield a
+        a, b = b, a + b
+g = fib()
+print([next(g) for _ in range(10)], sum(x for x in range(5)))
+""",
+        "[0, 1, 1, 2, 3, 5, 8, 13, 21, 34] 10\n",
+    ),
+    "lambdas_args_kwargs": (
+        """
+def f(*args, **kwargs):
+    return sum(args), sorted(kwargs.items())
+add = lambda a, b=2: a + b
+print(f(1, 2, 3, x=1, y=2), add(1), add(1, b=5), list(map(lambda v: v * 2, [1, 2])))
+""",
+        "(6, [('x', 1), ('y', 2)]) 3 6 [2, 4]\n",
+    ),
+    "tuple_unpacking": (
+        """
+(a, b), [c, *rest] = (1, 2), [3, 4, 5]
+first, *middle, last = range(5)
+for i, (k, v) in enumerate({"p": 1, "q": 2}.items()):
+    print(i, k, v)
+print(a, b, c, rest, first, middle, last)
+""",
+        "0 p 1\n1 q 2\n1 2 3 [4, 5] 0 [1, 2, 3] 4\n",
+    ),
+    "sorted_by_value": (
+        """
+d = {"a": 3, "b": 1, "c": 2}
+print(sorted(d.items(), key=lambda kv: kv[1]))
+print(max(d, key=d.get), min(d.values()))
+""",
+        "[('b', 1), ('c', 2), ('a', 3)]\na 1\n",
+    ),
+    "collections_counter": (
+        """
+import collections
+from collections import Counter, defaultdict, deque, namedtuple
+c = Counter("mississippi")
+dd = defaultdict(list)
+dd["k"].append(1)
+P = namedtuple("P", ["x", "y"])
+q = deque([1, 2, 3], maxlen=2)
+print(c.most_common(2), dict(dd), P(1, 2), list(q), collections.OrderedDict(a=1))
+""",
+        "[('i', 4), ('s', 4)] {'k': [1]} P(x=1, y=2) [2, 3] OrderedDict([('a', 1)])\n",
+    ),
+    "itertools_permutations": (
+        """
+import itertools
+print(list(itertools.permutations([1, 2, 3], 2)))
+print(list(itertools.combinations("abc", 2)), list(itertools.accumulate([1, 2, 3])))
+""",
+        "[(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)]\n[('a', 'b'), ('a', 'c'), ('b', 'c')] [1, 3, 6]\n",
+    ),
+    "fractions": ("from fractions import Fraction\nprint(Fraction(1, 3) + Fraction(1, 6))\n", "1/2\n"),
+    "json_dumps": (
+        "import json\nprint(json.dumps({'a': 1}), json.loads('[1, 2, {\"b\": null}]'))\n",
+        "{\"a\": 1} [1, 2, {'b': None}]\n",
+    ),
+    "datetime_iso": (
+        "import datetime\nprint(datetime.date(2024, 1, 1).isoformat(), datetime.date(2024, 3, 1) - datetime.date(2024, 2, 1))\n",
+        "2024-01-01 29 days, 0:00:00\n",
+    ),
+    "random_seeded": ("import random\nrandom.seed(1)\nprint(random.randint(1, 6))\n", "2\n"),
+    "re_findall": (
+        "import re\nprint(re.findall(r'\\d+', 'a1b22'), re.sub(r\"\\s+\", \" \", \"a   b\"))\n",
+        "['1', '22'] a b\n",
+    ),
+    "math_comb": (
+        "import math\nprint(math.comb(10, 3), math.gcd(12, 18), math.isclose(math.sqrt(2) ** 2, 2))\n",
+        "120 6 True\n",
+    ),
+    "statistics_mean": ("import statistics\nprint(statistics.mean([1, 2, 3]), statistics.median([3, 1, 2]))\n", "2 2\n"),
+    "compound_interest": (
+        '''
+def compound_interest(principal, rate, years, n=12):
+    """Future value with monthly compounding."""
+    amount = principal * (1 + rate / n) ** (n * years)
+    return round(amount, 2)
+print(compound_interest(1000, 0.05, 10))
+''',
+        "1647.01\n",
+    ),
+    "sympy_toolbox": (
+        """
+from sympy import symbols, solve, integrate, factorint, Matrix, Rational, nsimplify, N, pi
+x = symbols("x")
+print(solve(x**2 - 5*x + 6, x))
+print(integrate(x**2, (x, 0, 3)))
+print(factorint(360))
+print(Matrix([[1, 2], [3, 4]]).det())
+print(Rational(1, 3) + Rational(1, 6))
+print(nsimplify(0.125))
+print(N(pi, 30))
+""",
+        "[2, 3]\n9\n{2: 3, 3: 2, 5: 1}\n-2\n1/2\n1/8\n3.14159265358979323846264338328\n",
+    ),
+    "decimal_prec": (
+        "import decimal\ndecimal.getcontext().prec = 50\nprint(decimal.Decimal(1) / decimal.Decimal(7))\n",
+        "0.14285714285714285714285714285714285714285714285714\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LEGIT))
+def test_legitimate_code_is_not_refused(restricted, name):
+    code, stdout = LEGIT[name]
+    assert_ok(attack(restricted, code), stdout)
