@@ -1,0 +1,171 @@
+"""Sandbox behaviour beyond the contract: logging, packages, resilience, lifecycle."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from runner import Limits, RunnerError, Sandbox, Status
+from runner.errors import SandboxClosedError, UnknownBackendError
+from runner.logs import LogStore
+
+
+def test_every_run_is_logged_with_request_and_result(tmp_path):
+    store = LogStore(tmp_path / "log.db")
+    with Sandbox(log_store=store, source="test") as sb:
+        ok = sb.run("print('logged')", limits=Limits(timeout_s=3))
+        bad = sb.run("import os")
+    records = store.list_executions(limit=None)
+    assert [r.id for r in records] == [bad.id, ok.id]
+    record = store.get_execution(ok.id)
+    assert record.request.code == "print('logged')"
+    assert record.request.limits.timeout_s == 3
+    assert record.result == ok
+    assert record.source == "test"
+    assert store.get_execution(bad.id).result.status == Status.DENIED
+    store.close()
+
+
+def test_a_log_write_failure_never_loses_the_result(tmp_path, monkeypatch):
+    store = LogStore(tmp_path / "log.db")
+
+    def broken(*args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with Sandbox(log_store=store) as sb:
+        monkeypatch.setattr(store, "record_execution", broken)
+        result = sb.run("print('still here')")
+    assert result.status == Status.OK and result.stdout == "still here\n"
+    store.close()
+
+
+def test_log_store_can_be_turned_off(tmp_path):
+    with Sandbox(log_store=False) as sb:
+        assert sb.log_store is None
+        assert sb.run("print(1)").ok
+
+
+def test_unknown_backend_is_a_runner_error_with_a_fix():
+    with pytest.raises(UnknownBackendError) as info:
+        Sandbox(backend="nope")
+    assert isinstance(info.value, RunnerError)
+    assert "restricted" in str(info.value)
+
+
+def test_closed_sandbox_refuses_runs():
+    sb = Sandbox(log_store=False)
+    sb.close()
+    with pytest.raises(SandboxClosedError):
+        sb.run("print(1)")
+    sb.close()  # idempotent
+
+
+def test_close_stops_every_worker_process():
+    sb = Sandbox(log_store=False, pool_size=2)
+    barrier = threading.Barrier(2)
+
+    def run():
+        barrier.wait()
+        sb.run("n = 0\nfor i in range(200000):\n    n += i\n")
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pids = [w.pid for w in sb._backend._pool._idle]
+    assert pids
+    sb.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_killed_worker_is_replaced_and_the_run_reports_crashed():
+    with Sandbox(log_store=False, pool_size=1) as sb:
+        assert sb.run("print(1)").ok
+        worker = sb._backend._pool._idle[0]
+        killer = threading.Timer(0.5, os.killpg, (worker.pid, signal.SIGKILL))
+        killer.start()
+        result = sb.run("while True: pass", limits=Limits(timeout_s=5))
+        killer.join()
+        assert result.status == Status.CRASHED
+        assert "worker" in result.error.message
+        after = sb.run("print('replaced')")
+        assert after.ok and after.stdout == "replaced\n"
+        assert sb._backend._pool._idle[0].pid != worker.pid
+
+
+def test_a_wedged_worker_hits_the_outer_deadline(monkeypatch):
+    from runner.backends import restricted
+
+    monkeypatch.setattr(restricted, "OUTER_GRACE_S", 0.5)
+    with Sandbox(log_store=False, pool_size=1) as sb:
+        assert sb.run("print(1)").ok
+        worker = sb._backend._pool._idle[0]
+        os.kill(worker.pid, signal.SIGSTOP)  # the worker stops answering entirely
+        started = time.monotonic()
+        result = sb.run("print(1)", limits=Limits(timeout_s=1))
+        assert time.monotonic() - started < 10
+        assert result.status == Status.CRASHED
+        assert "stopped answering" in result.error.message
+        assert sb.run("print(2)").stdout == "2\n"
+
+
+@pytest.mark.parametrize("requirement, fragment", [
+    ("numpy", "not available in the restricted backend"),
+    ("--index-url=http://evil", "pip option"),
+    ("sympy @ https://evil.example/sympy.whl", "URL"),
+    ("git+https://evil.example/x.git", "not a valid requirement"),
+    ("sympy==0.1", "has sympy"),
+    ("", "empty"),
+])
+def test_refused_packages_are_denied_with_a_reason(restricted, requirement, fragment):
+    result = restricted.run("print(1)", packages=[requirement])
+    assert result.status == Status.DENIED
+    assert fragment in result.error.message
+    assert result.stdout == ""
+
+
+def test_allowed_packages_record_the_version_that_ran(restricted):
+    import sympy
+
+    result = restricted.run("import sympy\nprint(sympy.__name__)", packages=["sympy>=1.0"])
+    assert result.ok
+    assert result.packages == {"sympy": sympy.__version__}
+
+
+def test_runs_beyond_the_pool_size_queue_rather_than_fail():
+    with Sandbox(log_store=False, pool_size=1) as sb:
+        results: list = []
+        threads = [threading.Thread(target=lambda i=i: results.append(sb.run(f"print({i})")))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(r.stdout for r in results) == [f"{i}\n" for i in range(4)]
+        assert len({id(w) for w in sb._backend._pool._idle}) == 1
+
+
+def test_no_child_process_outlives_a_timed_out_run(restricted):
+    result = restricted.run("while True: pass", limits=Limits(timeout_s=1))
+    assert result.status == Status.TIMEOUT
+    workers = [w.pid for w in restricted._backend._pool._idle]
+    for pid in workers:
+        children = _children_of(pid)
+        # at most the pre-forked spare child waits for the next request
+        assert len(children) <= 1, children
+
+
+def _children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            return [int(p) for p in handle.read().split()]
+    except FileNotFoundError:
+        return []
