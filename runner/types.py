@@ -73,12 +73,38 @@ class Resources(_Frozen):
     max_rss_kb: int = 0
 
 
+class FunctionCall(_Frozen):
+    """Call a function the request's code defines, with keyword arguments (JSON data)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class SourceFile(_Frozen):
+    """Source run before the request's code, in the same namespace (e.g. a function set)."""
+
+    filename: str
+    code: str
+
+
 class ExecutionRequest(_Frozen):
     """One unit of work for a backend."""
 
     code: str
     limits: Limits = Field(default_factory=Limits)
     packages: tuple[str, ...] = ()
+    preamble: tuple[SourceFile, ...] = ()
+    call: FunctionCall | None = None
+
+    def worker_message(self, run_id: str) -> dict[str, Any]:
+        """The request as the worker program reads it."""
+        message: dict[str, Any] = {"type": "run", "id": run_id, "code": self.code,
+                                   "limits": self.limits.model_dump()}
+        if self.preamble:
+            message["preamble"] = [[source.filename, source.code] for source in self.preamble]
+        if self.call is not None:
+            message["call"] = self.call.model_dump()
+        return message
 
 
 class ExecutionResult(_Frozen):
@@ -94,6 +120,8 @@ class ExecutionResult(_Frozen):
     stderr_truncated: bool = False
     error: ErrorInfo | None = None
     return_value: Any = None
+    return_repr: str | None = None  # set when the return value was converted to fit JSON
+    return_is_repr: bool = False  # the return value had no JSON form: it is its repr
     duration_ms: int = 0
     limits: Limits = Field(default_factory=Limits)
     resources: Resources = Field(default_factory=Resources)

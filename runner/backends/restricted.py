@@ -81,8 +81,7 @@ class RestrictedBackend:
         if refusal:
             return ExecutionResult(**base, status=Status.DENIED, exit_code=None,
                                    error=ErrorInfo(type="PackageUnavailable", message=refusal))
-        message = {"type": "run", "id": run_id, "code": request.code,
-                   "limits": request.limits.model_dump()}
+        message = request.worker_message(run_id)
         timeout = request.limits.timeout_s + OUTER_GRACE_S
         try:
             with self._pool.lease() as worker:
@@ -96,7 +95,8 @@ class RestrictedBackend:
 def _result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
     fields = {key: reply.get(key) for key in (
         "status", "exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-        "error", "return_value", "duration_ms", "resources") if key in reply}
+        "error", "return_value", "return_repr", "return_is_repr", "duration_ms", "resources")
+        if key in reply}
     try:
         return ExecutionResult(**base, **fields)
     except ValidationError as exc:

@@ -53,7 +53,9 @@ MIGRATIONS: list[Migration] = [
             return_value_json     TEXT NOT NULL DEFAULT 'null',
             cpu_ms                INTEGER NOT NULL DEFAULT 0,
             max_rss_kb            INTEGER NOT NULL DEFAULT 0,
-            meta_json             TEXT NOT NULL DEFAULT '{}'
+            meta_json             TEXT NOT NULL DEFAULT '{}',
+            request_json          TEXT,                     -- the whole ExecutionRequest
+            result_json           TEXT                      -- the whole ExecutionResult
         );
         CREATE INDEX executions_status ON executions (status);
         CREATE INDEX executions_backend ON executions (backend);

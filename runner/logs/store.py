@@ -32,7 +32,7 @@ from pydantic_core import to_jsonable_python
 from runner.errors import ConfigurationError, LogStoreError, NotFoundError
 from runner.logs.migrations import MIGRATIONS, Migration, apply_migrations
 from runner.paths import log_db_path
-from runner.types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Resources, Status
+from runner.types import ExecutionRequest, ExecutionResult, Resources, Status
 
 logger = logging.getLogger("runner.logs")
 
@@ -45,7 +45,7 @@ _COLUMNS = (
     "limits_json", "request_limits_json", "packages_json", "package_versions_json",
     "stdout", "stderr", "stdout_truncated", "stderr_truncated",
     "error_type", "error_message", "error_traceback", "return_value_json",
-    "cpu_ms", "max_rss_kb", "meta_json",
+    "cpu_ms", "max_rss_kb", "meta_json", "request_json", "result_json",
 )  # fmt: skip
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM executions"
 _INSERT = f"INSERT INTO executions ({', '.join(_COLUMNS)}) VALUES ({', '.join(':' + c for c in _COLUMNS)})"
@@ -404,23 +404,30 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         "cpu_ms": result.resources.cpu_ms,
         "max_rss_kb": result.resources.max_rss_kb,
         "meta_json": _json(meta),
+        # The whole models as well: the columns above are for filtering and for SQL tools,
+        # these make every field round-trip without a column per field.
+        "request_json": _json(request),
+        "result_json": _json(result),
     }
 
 
 def _from_row(row: Sequence[Any]) -> ExecutionRecord:
+    """The columns are authoritative (they are what filters and SQL tools see); the whole
+    models stored beside them supply the fields that have no column of their own."""
     r = dict(zip(_COLUMNS, row, strict=True))
     try:
         error = None
         if r["error_type"] is not None:
-            error = ErrorInfo(
-                type=r["error_type"], message=r["error_message"] or "", traceback=r["error_traceback"] or ""
-            )
-        request = ExecutionRequest(
+            error = {"type": r["error_type"], "message": r["error_message"] or "",
+                     "traceback": r["error_traceback"] or ""}
+        request = json.loads(r["request_json"]) if r["request_json"] else {}
+        request.update(
             code=r["code"],
-            limits=Limits.model_validate_json(r["request_limits_json"]),
-            packages=tuple(json.loads(r["packages_json"])),
+            limits=json.loads(r["request_limits_json"]),
+            packages=json.loads(r["packages_json"]),
         )
-        result = ExecutionResult(
+        result = json.loads(r["result_json"]) if r["result_json"] else {}
+        result.update(
             id=r["id"],
             backend=r["backend"],
             status=Status(r["status"]),
@@ -432,12 +439,14 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
             error=error,
             return_value=json.loads(r["return_value_json"]),
             duration_ms=r["duration_ms"],
-            limits=Limits.model_validate_json(r["limits_json"]),
+            limits=json.loads(r["limits_json"]),
             resources=Resources(cpu_ms=r["cpu_ms"], max_rss_kb=r["max_rss_kb"]),
             packages=json.loads(r["package_versions_json"]),
             started_at=datetime.fromisoformat(r["started_at"]),
         )
-        return ExecutionRecord(request=request, result=result, source=r["source"], meta=json.loads(r["meta_json"]))
+        return ExecutionRecord(request=ExecutionRequest.model_validate(request),
+                               result=ExecutionResult.model_validate(result),
+                               source=r["source"], meta=json.loads(r["meta_json"]))
     except (ValueError, ValidationError) as exc:  # json and enum errors are ValueErrors
         raise LogStoreError(
             f"execution {r['id']} in the log database cannot be read: {exc}",

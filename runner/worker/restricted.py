@@ -16,7 +16,7 @@ from typing import Any
 
 from . import guards as guard_module
 from .guards import DEFAULT_ALLOWED_MODULES, Denied, Guards, Policy, compile_user_code, make_globals
-from .tracebacks import USER_FILENAME, describe_exception, register_source
+from .execution import Refused, run_request
 
 # Real builtins and helpers that must never reach user code through some library attribute.
 _DANGEROUS_OBJECTS = (
@@ -25,10 +25,6 @@ _DANGEROUS_OBJECTS = (
     builtins.vars, builtins.breakpoint, builtins.input, operator.attrgetter,
     operator.methodcaller, importlib.import_module,
 )
-
-
-def _denied(message: str) -> dict[str, Any]:
-    return {"kind": "denied", "error": {"type": "Denied", "message": message, "traceback": ""}}
 
 
 class RestrictedExecutor:
@@ -68,32 +64,16 @@ class RestrictedExecutor:
         sympy.N(sympy.pi, 20)
         sympy.nsolve(x**2 - 2, x, 1)
 
-    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
-        source = request["code"]
-        register_source(source)
-        try:
-            tree = ast.parse(source, USER_FILENAME, "exec")
-        except SyntaxError as exc:
-            return {"kind": "error", "error": describe_exception(exc)}
-        compiled = compile_user_code(tree, USER_FILENAME)
+    def _compile(self, tree: ast.Module, filename: str) -> Any:
+        compiled = compile_user_code(tree, filename)
         if compiled.errors:
-            return _denied("the restricted backend refused this code: "
-                           + "; ".join(compiled.errors)
-                           + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
-                             "backend for unrestricted Python.")
-        namespace = make_globals(self.guards)
-        outcome: dict[str, Any]
-        try:
-            exec(compiled.code, namespace)  # noqa: S102 - RestrictedPython-compiled, guarded
-            outcome = {"kind": "ok"}
-        except Denied as exc:
-            outcome = _denied(str(exc))
-        except SystemExit as exc:
-            outcome = {"kind": "exit", "exit_code": exc.code if isinstance(exc.code, int) or exc.code is None else 1,
-                       "error": describe_exception(exc)}
-        except BaseException as exc:  # everything user code raises is a result
-            outcome = {"kind": "error", "error": describe_exception(exc)}
-        denials = guard_module.recorded_denials()
-        if denials and outcome["kind"] != "denied":
-            outcome = _denied(denials[0])
-        return outcome
+            raise Refused("the restricted backend refused this code: "
+                          + "; ".join(compiled.errors)
+                          + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
+                            "backend for unrestricted Python.")
+        return compiled.code
+
+    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+        return run_request(request, compile_source=self._compile,
+                           namespace=make_globals(self.guards), refusal=Denied,
+                           refusals_recorded=guard_module.recorded_denials)

@@ -234,7 +234,9 @@ def _judge_outcome(outcome: dict[str, Any], limits: dict[str, Any]) -> dict[str,
     error = outcome.get("error")
     value = outcome.get("return_value")
     if kind == "ok":
-        return {"status": "ok", "exit_code": 0, "error": None, "return_value": value}
+        return {"status": "ok", "exit_code": 0, "error": None, "return_value": value,
+                "return_repr": outcome.get("return_repr"),
+                "return_is_repr": bool(outcome.get("return_is_repr"))}
     if kind == "exit":
         code = outcome.get("exit_code")
         if code in (0, None):

@@ -1,0 +1,99 @@
+"""One run inside the child, for every executor: compile, execute, call, describe.
+
+An executor supplies how source is compiled and what namespace it runs in (the
+restricted tier compiles with RestrictedPython and guarded builtins; the Docker tier
+uses plain CPython). Everything else is shared: the order of steps, how exceptions,
+`SystemExit` and refusals become outcomes, how a function call's return value becomes
+JSON. Stdlib only.
+
+A request is a dict: `code` (str), optional `preamble` (a list of [filename, source]
+run first in the same namespace, e.g. the other functions of a function set), and
+optional `call` ({"name": str, "arguments": {...}}) to call a function the code defines.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+from .tracebacks import USER_FILENAME, describe_exception, register_source
+from .values import to_json_value
+
+
+class Refused(Exception):
+    """The executor refused to compile or run something; the message says what."""
+
+
+def _defined_functions(namespace: dict[str, Any]) -> list[str]:
+    return sorted(name for name, value in namespace.items()
+                  if callable(value) and not name.startswith("_")
+                  and getattr(value, "__module__", None) == "__main__")
+
+
+def run_request(
+    request: dict[str, Any],
+    *,
+    compile_source: Callable[[ast.Module, str], Any],
+    namespace: dict[str, Any],
+    refusal: type[BaseException],
+    refusals_recorded: Callable[[], list[str]] = list,
+) -> dict[str, Any]:
+    """Execute a request; returns the outcome dict the parent judges."""
+    sources = [(str(name), str(text)) for name, text in request.get("preamble") or ()]
+    sources.append((USER_FILENAME, request["code"]))
+    user_files = frozenset(name for name, _ in sources)
+
+    def describe(exc: BaseException) -> dict[str, str]:
+        return describe_exception(exc, user_files)
+
+    compiled = []
+    for filename, source in sources:
+        register_source(source, filename)
+        try:
+            tree = ast.parse(source, filename, "exec")
+        except SyntaxError as exc:
+            return {"kind": "error", "error": describe(exc)}
+        try:
+            compiled.append(compile_source(tree, filename))
+        except Refused as exc:
+            return {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
+                                                "traceback": ""}}
+    outcome: dict[str, Any]
+    try:
+        for code in compiled:
+            exec(code, namespace)  # noqa: S102 - compiled by the executor's policy
+        outcome = {"kind": "ok"}
+        call = request.get("call")
+        if call:
+            outcome = _call(namespace, call)
+    except refusal as exc:
+        outcome = {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
+                                               "traceback": ""}}
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+        outcome = {"kind": "exit", "exit_code": code, "error": describe(exc)}
+    except BaseException as exc:  # everything user code raises is a result
+        outcome = {"kind": "error", "error": describe(exc)}
+    recorded = refusals_recorded()
+    if recorded and outcome["kind"] != "denied":
+        outcome = {"kind": "denied", "error": {"type": "Denied", "message": recorded[0],
+                                               "traceback": ""}}
+    return outcome
+
+
+def _call(namespace: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    name = call.get("name")
+    function = namespace.get(name) if isinstance(name, str) else None
+    if function is None or not callable(function):
+        defined = _defined_functions(namespace)
+        return {"kind": "error", "error": {
+            "type": "FunctionNotDefined",
+            "message": f"the code does not define a function named {name!r}; it defines: "
+                       + (", ".join(defined) if defined else "no functions"),
+            "traceback": ""}}
+    arguments = call.get("arguments") or {}
+    value = function(**arguments)
+    converted = to_json_value(value)
+    return {"kind": "ok", "return_value": converted["value"], "return_repr": converted["repr"],
+            "return_is_repr": converted["is_repr"]}

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers on this machine; idempotent.
+#
+# Usage: sandbox_images/ensure-docker.sh [-h|--help]
+#
+# If `docker info` works: exit 0 at once. Otherwise, as root: install Debian's docker.io
+# (apt-get update only when needed), check what the engine needs here (cgroups,
+# iptables, a storage driver that works), start dockerd in the background (no systemd
+# needed), wait for it, and prove it by running a tiny container with the sandbox's
+# hardening flags. Not root: print what to do and exit non-zero.
+#
+# Environment:
+#   RUNNER_DOCKERD_LOG             dockerd's log file (default /var/log/runner-dockerd.log)
+#   RUNNER_DOCKER_WAIT             seconds to wait for the engine (default 60)
+#   RUNNER_DOCKER_STORAGE_DRIVER   force a storage driver (overlay2, fuse-overlayfs, vfs);
+#                                  default: the engine's choice, with a fallback if it fails
+#
+# Exit status: 0 engine up; 1 could not start it; 2 needs root (instructions printed);
+# 3 engine runs but this user may not use it.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=common.sh
+. "$HERE/common.sh"
+
+DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
+WAIT_S=${RUNNER_DOCKER_WAIT:-60}
+FORCED_DRIVER=${RUNNER_DOCKER_STORAGE_DRIVER:-}
+DAEMON_JSON=/etc/docker/daemon.json
+PIDFILE=/var/run/docker.pid
+PROBE_IMAGE=runner-probe:tini
+
+case ${1:-} in
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 0 ;;
+    "") ;;
+    *) die 2 "unknown argument: $1 (see --help)" ;;
+esac
+
+T_START=$(now_us)
+
+engine_summary() {
+    docker info --format \
+        'server {{.ServerVersion}}, storage driver {{.Driver}}, cgroup v{{.CgroupVersion}} ({{.CgroupDriver}}), runtimes: {{range $k, $v := .Runtimes}}{{$k}} {{end}}' \
+        2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- already up?
+if command -v docker >/dev/null 2>&1 && docker_ok; then
+    log "engine already running: $(engine_summary)"
+    exit 0
+fi
+
+if command -v docker >/dev/null 2>&1; then
+    info_err=$(docker info 2>&1 >/dev/null || true)
+    if grep -qi 'permission denied' <<<"$info_err"; then
+        die 3 "a Docker engine is running but $(id -un) may not use its socket:
+    $info_err
+Fix: add yourself to the docker group and start a new login session:
+    sudo usermod -aG docker $(id -un)    # then log out and back in (or: newgrp docker)"
+    fi
+fi
+
+if [[ -n ${DOCKER_HOST:-} && $DOCKER_HOST != unix:///var/run/docker.sock && $DOCKER_HOST != unix:///run/docker.sock ]]; then
+    die 1 "DOCKER_HOST=$DOCKER_HOST does not answer; this script only starts a local engine.
+Unset DOCKER_HOST to use a local engine, or start the engine DOCKER_HOST points to."
+fi
+
+if ! is_root; then
+    die 2 "no Docker engine answers, and starting one needs root. Do one of:
+  - run this script as root:   sudo $0
+  - or by hand (Debian/Ubuntu):
+        sudo apt-get update && sudo apt-get install -y docker.io
+        sudo systemctl start docker        # no systemd: sudo sh -c 'nohup dockerd >$DOCKERD_LOG 2>&1 &'
+        sudo usermod -aG docker $(id -un)  # then log out and back in
+  - or point DOCKER_HOST at an engine you can use (e.g. rootless Docker:
+        dockerd-rootless-setuptool.sh install; export DOCKER_HOST=unix://\$XDG_RUNTIME_DIR/docker.sock)"
+fi
+
+# ---------------------------------------------------------------- packages
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v docker >/dev/null 2>&1 || need+=(docker.io)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+if (( ${#need[@]} )); then
+    apt_install $(printf '%s\n' "${need[@]}" | sort -u)
+else
+    log "dockerd is installed: $(dockerd --version 2>/dev/null || echo unknown version)"
+fi
+command -v dockerd >/dev/null 2>&1 || die "dockerd is still missing after installing docker.io"
+
+# ---------------------------------------------------------------- daemon.json
+# daemon_json_set KEY JSON-VALUE: set one key, keeping whatever else is configured.
+daemon_json_set() {
+    mkdir -p "$(dirname "$DAEMON_JSON")"
+    python3 - "$DAEMON_JSON" "$1" "$2" <<'EOF'
+import json, os, sys
+path, key, value = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+conf = {}
+if os.path.exists(path) and os.path.getsize(path) > 0:
+    with open(path) as f:
+        conf = json.load(f)
+conf[key] = value
+with open(path + ".tmp", "w") as f:
+    json.dump(conf, f, indent=2)
+    f.write("\n")
+os.replace(path + ".tmp", path)
+EOF
+    log "set \"$1\": $2 in $DAEMON_JSON"
+}
+
+configured_driver() {
+    [[ -s $DAEMON_JSON ]] || return 0
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("storage-driver", ""))' "$DAEMON_JSON" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- cgroups
+t0=$(now_us)
+if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    log "cgroups: v2 (unified) at /sys/fs/cgroup, controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+elif grep -q '^cgroup .* cgroup ' /proc/mounts; then
+    v1=$(awk '$3 == "cgroup" { n = split($2, p, "/"); printf "%s ", p[n] }' /proc/mounts)
+    log "cgroups: v1 hierarchies mounted: $v1"
+    for c in memory pids cpu; do
+        grep -q "^cgroup /sys/fs/cgroup/[^ ]*$c" /proc/mounts \
+            || log "warning: cgroup v1 controller '$c' is not mounted; limits that need it will fail"
+    done
+else
+    log "cgroups: nothing mounted; mounting cgroup2 at /sys/fs/cgroup"
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup \
+        || die "could not mount cgroups; the engine cannot limit containers without them"
+fi
+
+# ---------------------------------------------------------------- iptables
+if iptables -t nat -L -n >/dev/null 2>&1; then
+    log "iptables works ($(iptables --version 2>/dev/null))"
+elif command -v iptables-legacy >/dev/null 2>&1 && iptables-legacy -t nat -L -n >/dev/null 2>&1; then
+    log "iptables-nft fails here, iptables-legacy works: switching the alternative"
+    update-alternatives --set iptables /usr/sbin/iptables-legacy >&2
+    update-alternatives --set ip6tables /usr/sbin/ip6tables-legacy >&2 || true
+else
+    log "warning: no working iptables; configuring the engine without iptables and bridge."
+    log "  Only --network none containers will work (the sandbox never needs more);"
+    log "  builds must use 'docker build --network none' (build-sandbox.sh does)."
+    daemon_json_set iptables false
+    daemon_json_set bridge '"none"'
+fi
+if [[ -n $FORCED_DRIVER && $(configured_driver) != "$FORCED_DRIVER" ]]; then
+    daemon_json_set storage-driver "\"$FORCED_DRIVER\""
+fi
+log "checks done in $(since "$t0")"
+
+# ---------------------------------------------------------------- start / wait
+dockerd_pid() {
+    local pid
+    [[ -s $PIDFILE ]] || return 1
+    pid=$(cat "$PIDFILE")
+    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] \
+        && printf '%s\n' "$pid"
+}
+
+STARTED_PID=""
+start_dockerd() {
+    STARTED_PID=""
+    if dockerd_pid >/dev/null; then
+        log "dockerd already running (pid $(dockerd_pid)); waiting for it"
+        return 0
+    fi
+    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; then
+        log "starting the engine with systemd (systemctl start docker)"
+        systemctl start docker >&2 || die "systemctl start docker failed; see: journalctl -u docker"
+        return 0
+    fi
+    rm -f "$PIDFILE"  # stale: dockerd refuses to start while it exists
+    mkdir -p "$(dirname "$DOCKERD_LOG")"
+    log "starting dockerd in the background (log: $DOCKERD_LOG)"
+    printf '\n==== %s: started by %s ====\n' "$(date -u +%FT%TZ)" "$0" >>"$DOCKERD_LOG"
+    # setsid: its own session, so it outlives this script and its terminal.
+    setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    STARTED_PID=$!
+}
+
+wait_for_engine() {
+    local t0 deadline
+    t0=$(now_us)
+    deadline=$(( $(date +%s) + WAIT_S ))
+    while ! docker_ok; do
+        if (( $(date +%s) >= deadline )); then
+            log "the engine did not answer within ${WAIT_S}s; last lines of $DOCKERD_LOG:"
+            tail -n 20 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+            return 1
+        fi
+        if [[ -n $STARTED_PID ]] && ! kill -0 "$STARTED_PID" 2>/dev/null; then
+            sleep 0.3  # it may be writing its last words
+            log "dockerd exited; last lines of $DOCKERD_LOG:"
+            tail -n 20 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+            return 1
+        fi
+        sleep 0.25
+    done
+    log "engine answered after $(since "$t0")"
+}
+
+stop_dockerd() {
+    local pid i
+    pid=$(dockerd_pid) || return 0
+    log "stopping dockerd (pid $pid)"
+    kill "$pid"
+    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
+    die "dockerd (pid $pid) did not stop"
+}
+
+# A container started with the sandbox's flags proves the storage driver, runc, the
+# cgroup limits, seccomp and docker-init all work here. The image is one static binary
+# (tini, which docker.io already depends on), imported, so no registry is needed.
+probe_engine() {
+    local tini probe_err
+    tini=$(command -v tini-static || true)
+    [[ -n $tini ]] || { log "no tini-static binary to build a probe image from; skipping the run check"; return 0; }
+    if ! image_exists "$PROBE_IMAGE"; then
+        local dir
+        dir=$(mktemp -d)
+        mkdir -p "$dir/bin"
+        cp "$tini" "$dir/bin/tini"
+        tar --numeric-owner -C "$dir" -c . | docker import --change 'LABEL org.runner.probe=1' - "$PROBE_IMAGE" >/dev/null
+        rm -rf "$dir"
+    fi
+    if probe_err=$(docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \
+            --read-only --tmpfs /tmp:size=16m --user 10001 --pids-limit 32 \
+            --memory 64m --memory-swap 64m --init "$PROBE_IMAGE" /bin/tini --version 2>&1); then
+        log "probe container ran with the sandbox flags (storage driver $(docker info --format '{{.Driver}}'))"
+        if ! docker run --rm "$PROBE_IMAGE" /bin/tini --version >/dev/null 2>&1; then
+            log "warning: a container on the default bridge network failed; --network none works"
+        fi
+        return 0
+    fi
+    log "probe container failed: $probe_err"
+    return 1
+}
+
+t0=$(now_us)
+start_dockerd
+wait_for_engine || die "the engine did not start (log: $DOCKERD_LOG)"
+
+if ! probe_engine; then
+    # Storage is what usually breaks inside VMs and containers: fall back and retry.
+    current=$(docker info --format '{{.Driver}}' 2>/dev/null || true)
+    ok=0
+    for driver in fuse-overlayfs vfs; do
+        [[ $driver == "$current" ]] && continue
+        if [[ $driver == fuse-overlayfs ]]; then
+            [[ -e /dev/fuse ]] || continue
+            command -v fuse-overlayfs >/dev/null 2>&1 || apt_install fuse-overlayfs
+        fi
+        log "retrying with storage driver $driver"
+        stop_dockerd
+        daemon_json_set storage-driver "\"$driver\""
+        start_dockerd
+        wait_for_engine || continue
+        if probe_engine; then ok=1; break; fi
+    done
+    (( ok )) || die "containers do not run on this engine with any storage driver (log: $DOCKERD_LOG)"
+fi
+docker image rm "$PROBE_IMAGE" >/dev/null 2>&1 || true
+
+log "engine up in $(since "$T_START"): $(engine_summary)"
+if ! docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' | grep -qw runsc; then
+    log "note: gVisor (runtime runsc) is not installed; containers use runc"
+fi
