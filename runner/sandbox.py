@@ -58,16 +58,27 @@ class Sandbox:
     def run(self, code: str, *, limits: Limits | None = None,
             packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None
             ) -> ExecutionResult:
-        if self._closed:
-            raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+        """Run a block of code; its output, error and timings come back as a result."""
         request = ExecutionRequest(code=code, limits=limits or self.limits,
                                    packages=tuple(packages or ()))
+        return self.execute(request, meta=meta)
+
+    def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None
+                ) -> ExecutionResult:
+        """Run any request (code, a function call, a preamble) and log it."""
+        if self._closed:
+            raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
         result = self._backend.run(request, run_id=new_id())
-        self._record(request, result, meta)
+        self.record(request, result, meta)
         return result
 
-    def _record(self, request: ExecutionRequest, result: ExecutionResult,
-                meta: dict[str, Any] | None) -> None:
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    def record(self, request: ExecutionRequest, result: ExecutionResult,
+               meta: dict[str, Any] | None = None) -> None:
+        """Log a result; also for results decided without running (e.g. invalid arguments)."""
         if self._store is None:
             return
         try:

@@ -707,3 +707,184 @@ print(N(pi, 30))
 def test_legitimate_code_is_not_refused(restricted, name):
     code, stdout = LEGIT[name]
     assert_ok(attack(restricted, code), stdout)
+
+
+# --- escapes found in review -----------------------------------------------------------
+#
+# Each case is code that, before these were fixed, ran a command, wrote a host file,
+# reached the real builtins or forged its result. `{marker}` is replaced by a path under
+# the test's marker directory; whatever the fix, the marker must never appear.
+
+
+def _os_system_source(marker: Path) -> str:
+    """Unrestricted Python (an expression) that creates `marker` through os.system."""
+    return f"__import__('os').system('touch {marker}')"
+
+
+_OBJECT_WALK_OS = (
+    "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'BuiltinImporter'][0]"
+    ".load_module('os')"
+)
+
+REVIEW_ESCAPES = [
+    (
+        # A str subclass overriding startswith passes `name.startswith("_")` in
+        # Guards._check_attribute_name; the real getattr then reads any dunder.
+        "str-subclass-attribute-name",
+        "import json\n"
+        "class S(str):\n"
+        "    def startswith(self, *a):\n"
+        "        return False\n"
+        "b = getattr(json.dumps, S('__builtins__'))\n"
+        "ev = b.get('eval')\n"
+        "ev({payload!r}, {{'__builtins__': b}})\n",
+        ("__builtins__", "startswith", "subclass"),
+    ),
+    (
+        "str-subclass-class-walk",
+        "class S(str):\n"
+        "    def startswith(self, *a):\n"
+        "        return False\n"
+        "o = getattr(getattr(1, S('__class__')), S('__base__'))\n"
+        "print(len(getattr(o, S('__subclasses__'))()))\n",
+        ("__class__", "startswith", "subclass"),
+    ),
+    (
+        # pathlib.Path is a module-level name of sympy.utilities.mathml; check_value only
+        # refuses objects defined in sympy's denied corners, not pathlib's.
+        "sympy-mathml-Path-writes-files",
+        "import sympy\n"
+        "P = sympy.utilities.mathml.Path\n"
+        "P({marker!r}).write_text('x')\n"
+        "print(P('/etc/hostname').read_text())\n",
+        ("Path", "pathlib", "mathml"),
+    ),
+    (
+        "sympy-dimacs-Path-writes-files",
+        "from sympy.logic.utilities.dimacs import Path\n"
+        "Path({marker!r}).write_text('x')\n",
+        ("Path", "pathlib", "dimacs"),
+    ),
+    (
+        # `from sys import stdout` in sympy.strategies.core: its type's raw FileIO class
+        # opens any path (or file descriptor) for reading and writing.
+        "sympy-strategies-stdout-FileIO",
+        "import sympy\n"
+        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
+        "f = F({marker!r}, 'w')\n"
+        "f.write(b'x')\n"
+        "f.close()\n",
+        ("stdout", "FileIO", "io", "_io", "buffer", "raw"),
+    ),
+    (
+        # lambdify's exec hook skips sanitising a namespace that already carries the
+        # `_runner_sanitized_` mark, and `modules=` dicts are merged into that namespace;
+        # the generated code then runs with the worker's real builtins.
+        "lambdify-forged-sanitized-mark",
+        "import sympy\n"
+        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
+        "f = sympy.lambdify([], sympy.Integer(0), modules=[{{'_runner_sanitized_': True}}],\n"
+        "                   printer=lambda e: src)\n"
+        "print(f())\n",
+        ("_runner_sanitized_", "lambdify", "eval", "modules"),
+    ),
+    (
+        # The same mark in a caller-supplied parse_expr global_dict.
+        "parse_expr-forged-sanitized-mark",
+        "from sympy.parsing.sympy_parser import parse_expr\n"
+        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
+        "print(parse_expr(src, global_dict={{'_runner_sanitized_': True}}, transformations=()))\n",
+        ("_runner_sanitized_", "global_dict", "eval", "parse_expr"),
+    ),
+    (
+        # The hardened eval_expr is itself a public name of sympy_parser.
+        "eval_expr-forged-sanitized-mark",
+        "from sympy.parsing.sympy_parser import eval_expr\n"
+        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
+        "print(eval_expr(src, {{}}, {{'_runner_sanitized_': True}}))\n",
+        ("_runner_sanitized_", "eval_expr", "eval"),
+    ),
+    (
+        # parse_expr hands its sanitised global_dict (with the guard hooks and the
+        # builtins table) to user transformations; the table's __import__ is
+        # Guards.import_, whose "C code import" branch is taken by any caller passing a
+        # list fromlist and globals is locals. lambdify(modules=[os]) then serves as vars().
+        "parse_expr-transformation-leaks-import",
+        "import sympy\n"
+        "from sympy.parsing.sympy_parser import parse_expr\n"
+        "box = []\n"
+        "def grab(tokens, local_dict, global_dict):\n"
+        "    box.append(global_dict)\n"
+        "    return tokens\n"
+        "parse_expr('1', transformations=(grab,))\n"
+        "imp = box[0]['__builtins__']['__import__']\n"
+        "os = imp('os', None, None, [], 0)\n"
+        "system = sympy.lambdify([], sympy.Integer(0), modules=[os], printer=lambda e: 'system')()\n"
+        "system('touch {marker}')\n",
+        ("__builtins__", "__import__", "os", "global_dict", "transformations", "system"),
+    ),
+    (
+        # singledispatch.register evaluates string annotations with typing.get_type_hints:
+        # plain eval, no RestrictedPython rewrite, so dunder walks work inside it.
+        "functools-singledispatch-annotation-eval",
+        "import functools\n"
+        "@functools.singledispatch\n"
+        "def f(x):\n"
+        "    return 0\n"
+        "def g(x: {walk!r}):\n"
+        "    pass\n"
+        "f.register(g)\n"
+        "print('registered')\n",
+        ("annotation", "singledispatch", "register", "get_type_hints", "__class__", "__subclasses__"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), [c[1:] for c in REVIEW_ESCAPES], ids=[c[0] for c in REVIEW_ESCAPES])
+def test_review_escapes_are_denied(restricted, markers, code, names):
+    marker = markers / "pwned"
+    walk = f"{_OBJECT_WALK_OS}.system('touch {marker}') or int"
+    source = code.format(payload=_os_system_source(marker), marker=str(marker), walk=walk)
+    r = attack(restricted, source)
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
+    assert_denied(r, names)
+    for leak in ("<built-in", "<class", "<module", "registered"):
+        assert leak not in r.stdout, r.stdout
+
+
+def test_userstring_format_does_not_bypass_the_format_guard(restricted):
+    # collections.UserString.format calls the real str.format on its data: its field
+    # names walk any attribute (frames, __globals__, __subclasses__) into the output.
+    code = (
+        "import collections, json\n"
+        "t = collections.UserString('{0.__class__.__mro__[1].__subclasses__}|"
+        "{1.__globals__[__builtins__][open]}|{1.__globals__[scanner]}')\n"
+        "print(t.format(1, json.loads))\n"
+    )
+    r = attack(restricted, code)
+    assert_denied(r, ("__class__", "__globals__", "format", "UserString"))
+    for leak in ("<built-in", "<module", "__subclasses__"):
+        assert leak not in r.stdout, r.stdout
+
+
+def test_result_channel_cannot_be_forged(restricted):
+    # With the FileIO class (from sympy.strategies.core.stdout) user code writes its own
+    # "ok" outcome to the result pipe and closes it; the child's real report (denied,
+    # for the swallowed `import os`) then fails on the closed descriptor and is lost.
+    code = (
+        "import sympy, json\n"
+        "try:\n"
+        "    import os\n"
+        "except BaseException:\n"
+        "    pass\n"
+        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        f = F(fd, 'w')\n"
+        "    except BaseException:\n"
+        "        continue\n"
+        "    f.write(json.dumps({'kind': 'ok'}).encode())\n"
+        "    f.close()\n"
+    )
+    r = attack(restricted, code)
+    assert_denied(r, ("os",))

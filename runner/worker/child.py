@@ -143,9 +143,14 @@ def _report(result_fd: int, outcome: dict[str, Any]) -> None:
                                             "message": f"result could not be encoded: {exc}"}}
         ).encode("utf-8")
     view = memoryview(data)
-    while view:
-        view = view[os.write(result_fd, view):]
-    os.close(result_fd)
+    try:
+        while view:
+            view = view[os.write(result_fd, view):]
+        os.close(result_fd)
+    except OSError:
+        # Someone closed or replaced our result channel: exit non-zero, so whatever was
+        # written there is not taken as this run's report.
+        os._exit(71)
 
 
 def prepare_child(*, workdir: str, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) -> None:

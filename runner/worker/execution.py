@@ -76,7 +76,7 @@ def run_request(
     except BaseException as exc:  # everything user code raises is a result
         outcome = {"kind": "error", "error": describe(exc)}
     recorded = refusals_recorded()
-    if recorded and outcome["kind"] != "denied":
+    if recorded:  # the first refusal, even if user code caught it and went on
         outcome = {"kind": "denied", "error": {"type": "Denied", "message": recorded[0],
                                                "traceback": ""}}
     return outcome

@@ -21,6 +21,7 @@ import string
 import sys
 import types
 from collections.abc import Callable, Iterable
+from collections import UserString
 from functools import partial
 from typing import Any
 
@@ -72,6 +73,24 @@ SPECIAL_METHOD_NAMES = SAFE_DUNDER_ATTRIBUTES | frozenset({
 })
 
 RESERVED_PRIVATE_NAMES = frozenset({"_print"})
+
+# Modules whose classes, functions and objects user code may hold besides the allowed
+# ones: the interpreter's own types and the C accelerators behind the allowed modules.
+# Anything defined elsewhere (pathlib, io, posix, operator, types, ...) is refused even
+# when an allowed module happens to re-export it.
+INTERNAL_MODULES = frozenset({
+    "builtins", "__main__", "abc", "numbers", "enum", "_collections", "_collections_abc",
+    "_functools", "_decimal", "_pydecimal", "_random", "_json", "_datetime", "_pydatetime",
+    "_statistics", "_sre", "_abc", "mpmath",
+})
+
+# Modules C code may import through a user frame's builtins (see Guards.import_).
+C_INTERNAL_IMPORTS = frozenset({
+    "time", "_strptime", "locale", "unicodedata", "encodings", "codecs", "copyreg",
+    "datetime", "_datetime", "math", "numbers", "calendar",
+})
+
+MAX_SCAN_DEPTH = 3
 
 _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
@@ -131,11 +150,32 @@ def module_denied(name: str) -> bool:
 
 
 def _defining_module(obj: Any) -> str:
+    """The module an object belongs to: a function's or class's own, or its type's."""
     try:
+        if isinstance(obj, (types.BuiltinMethodType, types.MethodType)) and \
+                not isinstance(getattr(obj, "__self__", None), types.ModuleType):
+            owner = obj.__self__
+            if owner is not None:  # a bound method belongs where its object belongs
+                return _defining_module(owner) if not isinstance(owner, type) else \
+                    _module_name(owner)
         name = obj.__module__ if isinstance(obj, _FUNCTION_TYPES) else type(obj).__module__
-    except Exception:  # objects with hostile __getattr__ cannot be classified: refuse later
+    except Exception:  # objects with hostile __getattr__ cannot be classified: refused
         return ""
-    return name if isinstance(name, str) else ""
+    return name if type(name) is str else ""
+
+
+def _module_name(cls: type) -> str:
+    name = getattr(cls, "__module__", "")
+    return name if type(name) is str else ""
+
+
+def _exact_str(name: Any) -> str:
+    """An attribute name as a plain str: a str subclass can override startswith and ==."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)  # a copy of the characters, as an exact str
+    raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
 
 
 def _describe(obj: Any) -> str:
@@ -171,7 +211,8 @@ class Guards:
         return self._builtins
 
     # -- values ---------------------------------------------------------------------
-    def check_value(self, value: Any, where: str) -> Any:
+    def check_value(self, value: Any, where: str, depth: int = 0) -> Any:
+        """Refuse values user code must never hold; return the value otherwise."""
         kind = type(value)
         if kind in _PLAIN_TYPES:
             return value
@@ -187,20 +228,26 @@ class Guards:
             deny(f"{where} is not available in the restricted backend (it can run arbitrary "
                  "code or reach the system); use the docker backend for it")
         if isinstance(value, _CONTAINER_TYPES):
-            items = value.values() if isinstance(value, dict) else value
-            for item in items:
-                if isinstance(item, (types.ModuleType, *_INTROSPECTION_TYPES)):
-                    self.check_value(item, f"an item of {where}")
+            # Containers are checked a few levels deep: iteration is not guarded, so a
+            # list holding a refused object must not be handed out whole.
+            if depth < MAX_SCAN_DEPTH:
+                items = value.values() if isinstance(value, dict) else value
+                for item in items:
+                    if type(item) not in _PLAIN_TYPES:
+                        self.check_value(item, f"an item of {where}", depth + 1)
             return value
         module = _defining_module(value)
-        if module_denied(module):
-            deny(f"{where} comes from '{module}', which the restricted backend does not "
-                 "allow (it can run code, import by name or touch the system)")
+        if not self._module_usable(module):
+            deny(f"{where} comes from '{module or 'an unknown module'}', which the restricted "
+                 "backend does not allow (it can run code, import by name or touch the system)")
         return value
 
+    def _module_usable(self, module: str) -> bool:
+        if module in INTERNAL_MODULES:
+            return True
+        return self.policy.module_allowed(module)
+
     def _check_attribute_name(self, obj: Any, name: str) -> None:
-        if not isinstance(name, str):
-            raise TypeError("attribute name must be a string")
         if name.startswith("_"):
             if name in SAFE_DUNDER_ATTRIBUTES:
                 return
@@ -213,13 +260,18 @@ class Guards:
                  "are interpreter internals)")
 
     def getattr(self, obj: Any, name: str, *default: Any) -> Any:
+        name = _exact_str(name)
         self._check_attribute_name(obj, name)
         if isinstance(obj, types.ModuleType) and not self.policy.module_allowed(obj.__name__):
             deny(f"the module '{obj.__name__}' is not allowed in the restricted backend; "
                  f"allowed modules: {self.policy.allowed_text()}")
-        if name in ("format", "format_map") and (
-                isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
-            return self._safe_format_method(obj, name)
+        if name in ("format", "format_map"):
+            if isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str)):
+                return self._safe_format_method(obj, name)
+            if isinstance(obj, UserString):  # its format() calls str.format on .data
+                return self._safe_format_method(str(obj.data), name)
+            if isinstance(obj, type) and issubclass(obj, UserString):
+                deny("UserString.format on the class is not allowed; call it on an instance")
         value = getattr(obj, name, *default)
         if type(value) in _PLAIN_TYPES:
             return value
@@ -250,19 +302,17 @@ class Guards:
             deny(f"changing the function '{getattr(obj, '__qualname__', '?')}' is not allowed")
         return obj
 
-    def _check_write_name(self, obj: Any, name: str) -> None:
-        if not isinstance(name, str):
-            raise TypeError("attribute name must be a string")
+    def _check_write_name(self, obj: Any, name: str) -> str:
+        name = _exact_str(name)
         if name.startswith("_") and not (_is_private_name(name) or name in SPECIAL_METHOD_NAMES):
             deny(f"setting the attribute '{name}' is not allowed")
+        return name
 
     def setattr(self, obj: Any, name: str, value: Any) -> None:
-        self._check_write_name(obj, name)
-        setattr(self.write(obj), name, value)
+        setattr(self.write(obj), self._check_write_name(obj, name), value)
 
     def delattr(self, obj: Any, name: str) -> None:
-        self._check_write_name(obj, name)
-        delattr(self.write(obj), name)
+        delattr(self.write(obj), self._check_write_name(obj, name))
 
     def inplace_attr(self, obj: Any, name: str, op: str, value: Any) -> None:
         current = self.getattr(obj, name)
@@ -275,11 +325,12 @@ class Guards:
     # -- imports --------------------------------------------------------------------
     def import_(self, name: str, globals: Any = None, locals: Any = None,
                 fromlist: Any = (), level: int = 0) -> Any:
-        if type(fromlist) is list and not fromlist and globals is locals:
+        if (type(fromlist) is list and not fromlist and globals is locals
+                and type(name) is str and name in C_INTERNAL_IMPORTS):
             # C code running under a user frame (datetime.strftime importing `time`)
             # imports through the frame's builtins with this exact signature; an import
             # statement passes None or a tuple. The module goes to that C code, not to
-            # the user, so it is the library's own business.
+            # the user; the fixed list keeps this door shut for anything else.
             return builtins.__import__(name, globals, locals, fromlist, level)
         if level:
             deny("relative imports are not allowed in the restricted backend")
@@ -463,9 +514,37 @@ def _augmented_operator(op: ast.operator) -> str:
     return IOPERATOR_TO_STR[type(op)]
 
 
+def _string_annotations(tree: ast.AST) -> list[str]:
+    """String annotations are evaluated as plain Python by typing.get_type_hints (which
+    functools.singledispatch calls), outside the guards: refuse them at compile time."""
+    found = []
+    for node in ast.walk(tree):
+        annotations: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            annotations.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        for annotation in annotations:
+            if annotation is None:
+                continue
+            for inner in ast.walk(annotation):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                    found.append(f"Line {inner.lineno}: a string annotation is not allowed "
+                                 "(typing evaluates it as code); write the type itself")
+    return found
+
+
 def compile_user_code(source: str | ast.Module, filename: str) -> Any:
     """Compile with the sandbox transformer. Returns RestrictedPython's CompileResult."""
-    return compile_restricted_exec(source, filename=filename, policy=SandboxTransformer)
+    from RestrictedPython.compile import CompileResult
+
+    tree = ast.parse(source, filename, "exec") if isinstance(source, str) else source
+    refused = _string_annotations(tree)
+    if refused:
+        return CompileResult(None, tuple(refused), (), {})
+    return compile_restricted_exec(tree, filename=filename, policy=SandboxTransformer)
 
 
 def _guarded_type(*args: Any) -> type:

@@ -15,6 +15,7 @@ Applied once in the zygote, before any fork, so every child inherits it.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import re
 import types
@@ -29,34 +30,57 @@ _IMPORT_LINE = re.compile(
     r"(?: as \w+)?|\w+ = (?P<attr>[A-Za-z_][\w.]*)\.\w+)$"
 )
 _LAMBDIFY_IMPORT_ROOTS = frozenset({"math", "cmath", "mpmath", "sympy", "numpy", "scipy"})
-_SANITIZED_MARK = "_runner_sanitized_"  # unreachable from restricted code ("_" prefix)
 
 
-def _restricted_namespace(guards: Guards, source: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `source` holding only what restricted code may see, plus the guards."""
-    table = make_globals(guards)
-    user_builtins = table["__builtins__"]
-    namespace: dict[str, Any] = {}
-    for name, value in source.items():
-        if not isinstance(name, str) or name.startswith("_"):
-            continue
-        if isinstance(value, types.BuiltinFunctionType) and getattr(builtins, name, None) is value:
-            if name in user_builtins:
-                namespace[name] = user_builtins[name]
-            continue
-        if value is builtins:
-            namespace[name] = types.SimpleNamespace(**{
-                k: v for k, v in user_builtins.items() if not k.startswith("_")})
-            continue
-        try:
-            guards.check_value(value, f"'{name}'")
-        except Denied:
-            guards_denials_pop()
-            continue
-        namespace[name] = value
-    namespace.update(table)
-    namespace[_SANITIZED_MARK] = True
-    return namespace
+class _Sanitizer:
+    """Filters namespaces that sympy evaluates generated code in.
+
+    There is no "already sanitized" marker to trust: a marker is just a key, and user
+    code can put any key into the dicts it passes in. Instead every namespace is
+    filtered every time, and the values already judged safe (sympy's own, long-lived
+    objects, kept alive by this cache so their ids stay theirs) are recognised by
+    identity, which keeps the filtering cheap.
+    """
+
+    def __init__(self, guards: Guards) -> None:
+        self.guards = guards
+        self._safe: dict[int, Any] = {}
+
+    def filter(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The names of `source` restricted code may see (no hooks, no builtins table)."""
+        user_builtins = self.guards.builtins_table()
+        namespace: dict[str, Any] = {}
+        for name, value in source.items():
+            if type(name) is not str or name.startswith("_"):
+                continue
+            if self._safe.get(id(value)) is value:
+                namespace[name] = value
+                continue
+            if isinstance(value, types.BuiltinFunctionType) and getattr(builtins, name, None) is value:
+                if name in user_builtins:
+                    namespace[name] = user_builtins[name]
+                continue
+            if value is builtins:
+                namespace[name] = types.SimpleNamespace(**{
+                    k: v for k, v in user_builtins.items() if not k.startswith("_")})
+                continue
+            try:
+                self.guards.check_value(value, f"'{name}'")
+            except Denied:
+                guards_denials_pop()
+                continue
+            namespace[name] = value
+        return namespace
+
+    def remember(self, namespace: dict[str, Any]) -> None:
+        for value in namespace.values():
+            self._safe[id(value)] = value
+
+    def executable(self, source: dict[str, Any]) -> dict[str, Any]:
+        """A fresh dict to run restricted code in: filtered names plus hooks and builtins."""
+        namespace = self.filter(source)
+        namespace.update(make_globals(self.guards))
+        return namespace
 
 
 def guards_denials_pop() -> None:
@@ -72,9 +96,8 @@ def _refuse_compile_errors(errors: tuple[str, ...], what: str) -> None:
         deny(f"{what} was refused by the restricted backend: {'; '.join(errors)}")
 
 
-def harden_parser(guards: Guards) -> None:
+def harden_parser(sanitizer: _Sanitizer) -> None:
     sympy_parser = importlib.import_module("sympy.parsing.sympy_parser")
-
     original_parse_expr = sympy_parser.parse_expr
     cache: dict[str, dict[str, Any]] = {}
 
@@ -88,14 +111,16 @@ def harden_parser(guards: Guards) -> None:
             from sympy import Max, Min
 
             base["max"], base["min"] = Max, Min
-            cache["default"] = _restricted_namespace(guards, base)
+            cache["default"] = sanitizer.filter(base)
+            sanitizer.remember(cache["default"])
         return dict(cache["default"])
 
     def parse_expr(s: str, local_dict: Any = None, transformations: Any =
                    sympy_parser.standard_transformations, global_dict: Any = None,
                    evaluate: bool = True) -> Any:
-        if global_dict is None:
-            global_dict = default_globals()
+        # Transformations (which may be user functions) see only plain names: never the
+        # hooks or the builtins table, which exist only in eval_expr's private copy.
+        global_dict = default_globals() if global_dict is None else global_dict
         return original_parse_expr(s, local_dict, transformations, global_dict, evaluate)
 
     def eval_expr(code: Any, local_dict: Any, global_dict: Any) -> Any:
@@ -103,11 +128,12 @@ def harden_parser(guards: Guards) -> None:
             result = compile_restricted_eval(code, "<string>", policy=SandboxTransformer)
             _refuse_compile_errors(result.errors, f"the expression {code!r}")
             code = result.code
-        elif not isinstance(code, types.CodeType):
+        elif not isinstance(code, types.CodeType) or id(code) not in compiled_here:
             raise TypeError("eval_expr expects source text")
-        if not (isinstance(global_dict, dict) and global_dict.get(_SANITIZED_MARK)):
-            global_dict = _restricted_namespace(guards, global_dict or {})
-        return eval(code, global_dict, local_dict)  # noqa: S307 - restricted code, guarded globals
+        namespace = sanitizer.executable(global_dict if isinstance(global_dict, dict) else {})
+        return eval(code, namespace, local_dict)  # noqa: S307 - restricted code, guarded globals
+
+    compiled_here: set[int] = set()
 
     def compile_(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
         # parse_expr(evaluate=False) compiles an AST it transformed itself.
@@ -115,8 +141,15 @@ def harden_parser(guards: Guards) -> None:
         result = compile_restricted_eval(text, filename, policy=SandboxTransformer) \
             if mode == "eval" else compile_user_code(text, filename)
         _refuse_compile_errors(result.errors, f"the expression {text!r}")
+        compiled_here.add(id(result.code))
         return result.code
 
+    # They stand in for sympy's own functions, so they belong to sympy's module: user
+    # code may call them (the guards refuse callables from unknown modules).
+    functools.update_wrapper(parse_expr, original_parse_expr)
+    functools.update_wrapper(eval_expr, sympy_parser.eval_expr)
+    for replacement in (parse_expr, eval_expr):
+        del replacement.__wrapped__  # not a way back to the original
     sympy_parser.parse_expr = parse_expr
     sympy_parser.eval_expr = eval_expr
     sympy_parser.compile = compile_  # shadows the builtin inside that module only
@@ -126,7 +159,7 @@ def harden_parser(guards: Guards) -> None:
     sympy.parsing.parse_expr = parse_expr
 
 
-def harden_lambdify(guards: Guards) -> None:
+def harden_lambdify(sanitizer: _Sanitizer) -> None:
     # Not `from sympy.utilities import lambdify`: that name is the function, which
     # shadows the module of the same name in the package namespace.
     lambdify_module = importlib.import_module("sympy.utilities.lambdify")
@@ -136,7 +169,10 @@ def harden_lambdify(guards: Guards) -> None:
     def compile_(source: str, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
         result = compile_user_code(source, filename)
         _refuse_compile_errors(result.errors, "the code lambdify generated")
+        compiled_here.add(id(result.code))
         return result.code
+
+    compiled_here: set[int] = set()
 
     def exec_(code: Any, globals_: dict[str, Any], locals_: Any = None) -> None:
         if isinstance(code, str):
@@ -147,8 +183,10 @@ def harden_lambdify(guards: Guards) -> None:
                 deny(f"lambdify wanted to run {code!r}, which the restricted backend refuses")
             real_exec(code, globals_, locals_)
             return
-        if globals_ is not None and not globals_.get(_SANITIZED_MARK):
-            sanitized = _restricted_namespace(guards, globals_)
+        if not isinstance(code, types.CodeType) or id(code) not in compiled_here:
+            deny("lambdify tried to run code the restricted backend did not compile")
+        if globals_ is not None:
+            sanitized = sanitizer.executable(globals_)
             globals_.clear()
             globals_.update(sanitized)
         real_exec(code, globals_, locals_)
@@ -158,5 +196,6 @@ def harden_lambdify(guards: Guards) -> None:
 
 
 def harden_sympy(guards: Guards) -> None:
-    harden_parser(guards)
-    harden_lambdify(guards)
+    sanitizer = _Sanitizer(guards)
+    harden_parser(sanitizer)
+    harden_lambdify(sanitizer)
