@@ -16,6 +16,7 @@ from .backends.base import Backend, create_backend
 from .errors import SandboxClosedError
 from .ids import new_id
 from .logs import LogStore
+from .session import Session
 from .types import ExecutionRequest, ExecutionResult, Limits
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,18 @@ class Sandbox:
         result = self._backend.run(request, run_id=new_id())
         self.record(request, result, meta)
         return result
+
+    def session(self, *, limits: Limits | None = None, packages: Iterable[str] | None = None,
+                budget_s: float | None = None) -> Session:
+        """Blocks that share state (variables persist), each with `limits`, all within
+        `budget_s` seconds of run time. Holds one worker until closed."""
+        if self._closed:
+            raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+        limits = limits or self.limits
+        packages = tuple(packages or ())
+        template = ExecutionRequest(code="", limits=limits, packages=packages)
+        return Session(self, self._backend.open_session(template), limits=limits,
+                       packages=packages, budget_s=budget_s)
 
     @property
     def backend(self) -> str:

@@ -102,9 +102,9 @@ def test_a_killed_worker_is_replaced_and_the_run_reports_crashed():
 
 
 def test_a_wedged_worker_hits_the_outer_deadline(monkeypatch):
-    from runner.backends import restricted
+    from runner.backends import worker_backend
 
-    monkeypatch.setattr(restricted, "OUTER_GRACE_S", 0.5)
+    monkeypatch.setattr(worker_backend, "OUTER_GRACE_S", 0.5)
     with Sandbox(log_store=False, pool_size=1) as sb:
         assert sb.run("print(1)").ok
         worker = sb._backend._pool._idle[0]

@@ -10,16 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any
-
-from pydantic import ValidationError
 
 from ..packages import PackageRequestError, installed_version, parse_requirements
-from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
+from ..types import ExecutionRequest, Status
 from ..worker.guards import DEFAULT_ALLOWED_MODULES
-from .worker_process import WorkerLost, WorkerPool, WorkerProcess
-
-OUTER_GRACE_S = 10.0  # beyond the run's own timeout, before the host gives up on a worker
+from .worker_backend import Placement, Refusal, WorkerBackend
+from .worker_process import WorkerPool, WorkerProcess
 
 
 def _worker_env() -> dict[str, str]:
@@ -28,7 +24,7 @@ def _worker_env() -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-class RestrictedBackend:
+class RestrictedBackend(WorkerBackend):
     name = "restricted"
 
     def __init__(self, *, allowed_modules: Iterable[str] | None = None,
@@ -40,23 +36,27 @@ class RestrictedBackend:
         self._pool = WorkerPool(lambda: WorkerProcess(argv, env=env),
                                 pool_size or min(4, os.cpu_count() or 2))
 
-    def warm(self) -> None:
-        self._pool.warm()
+    def pools(self) -> list[WorkerPool]:
+        return [self._pool]
 
-    def close(self) -> None:
-        self._pool.close()
+    def place(self, request: ExecutionRequest) -> Placement:
+        return Placement(self._pool, self._check_packages(request.packages))
 
-    def _check_packages(self, requested: Iterable[str]) -> tuple[dict[str, str], str | None]:
-        """Versions of the requested packages, or the reason they are refused."""
+    def _check_packages(self, requested: Iterable[str]) -> dict[str, str]:
+        """Versions of the requested packages; Refusal says why they cannot be had here."""
         try:
             requests = parse_requirements(requested)
         except PackageRequestError as exc:
-            return {}, str(exc)
+            raise Refusal(Status.DENIED, "PackageUnavailable", str(exc)) from None
         versions: dict[str, str] = {}
+
+        def refuse(message: str) -> Refusal:
+            return Refusal(Status.DENIED, "PackageUnavailable", message, versions)
+
         for request in requests:
             name = request.name
             if name not in self.allowed_modules:
-                return versions, (
+                raise refuse(
                     f"package '{request}' is not available in the restricted backend, which "
                     f"offers only: {', '.join(self.allowed_modules)}; use --backend docker "
                     "(Sandbox(backend='docker')) to install packages")
@@ -65,40 +65,11 @@ class RestrictedBackend:
                 versions[name] = "stdlib"
                 continue
             if version is None:
-                return versions, (f"package '{name}' is allowed but not installed on this host; "
-                                  "use --backend docker to install it")
+                raise refuse(f"package '{name}' is allowed but not installed on this host; "
+                             "use --backend docker to install it")
             if request.requirement.specifier and not request.requirement.specifier.contains(
                     version, prereleases=True):
-                return versions, (f"package '{request}' was requested but the restricted backend "
-                                  f"has {name} {version}; use --backend docker for other versions")
+                raise refuse(f"package '{request}' was requested but the restricted backend "
+                             f"has {name} {version}; use --backend docker for other versions")
             versions[name] = version
-        return versions, None
-
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
-        versions, refusal = self._check_packages(request.packages)
-        base: dict[str, Any] = {"id": run_id, "backend": self.name, "limits": request.limits,
-                                "packages": versions}
-        if refusal:
-            return ExecutionResult(**base, status=Status.DENIED, exit_code=None,
-                                   error=ErrorInfo(type="PackageUnavailable", message=refusal))
-        message = request.worker_message(run_id)
-        timeout = request.limits.timeout_s + OUTER_GRACE_S
-        try:
-            with self._pool.lease() as worker:
-                reply = worker.request(message, timeout)
-        except WorkerLost as exc:
-            return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
-                type="WorkerLost", message=f"{exc}; the worker was replaced"))
-        return _result_from_reply(reply, base)
-
-
-def _result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
-    fields = {key: reply.get(key) for key in (
-        "status", "exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-        "error", "return_value", "return_repr", "return_is_repr", "duration_ms", "resources")
-        if key in reply}
-    try:
-        return ExecutionResult(**base, **fields)
-    except ValidationError as exc:
-        return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
-            type="ProtocolError", message=f"the worker sent a malformed result: {exc}"))
+        return versions

@@ -174,6 +174,13 @@ class WorkerPool:
     def size(self) -> int:
         return self._size
 
+    def acquire(self) -> WorkerProcess:
+        """A worker for the caller alone until `release`; waits while all are busy."""
+        return self._acquire()
+
+    def release(self, worker: WorkerProcess, *, healthy: bool) -> None:
+        self._release(worker, healthy)
+
     def _acquire(self) -> WorkerProcess:
         with self._cond:
             while True:

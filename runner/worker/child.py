@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Any, NoReturn, Protocol
 
-from .protocol import read_message
+from .protocol import read_message, write_message
 
 MIB = 1024 * 1024
 PR_SET_PDEATHSIG = 1
@@ -33,7 +33,10 @@ class Executor(Protocol):
 
     name: str
 
-    def execute(self, request: dict[str, Any]) -> dict[str, Any]: ...
+    def new_namespace(self) -> dict[str, Any]: ...
+
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
+                ) -> dict[str, Any]: ...
 
 
 def _load_prctl() -> Any:
@@ -78,12 +81,17 @@ def _set_limit(which: int, soft: int) -> None:
         resource.setrlimit(which, (soft, hard))
 
 
-def apply_limits(limits: dict[str, Any]) -> None:
+def apply_limits(limits: dict[str, Any], *, session: bool = False) -> None:
     cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
-    # The CPU limit's hard value is one second above the soft one: SIGXCPU first, which
-    # we report as a timeout, and SIGKILL if the code ignores it.
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
+    if session:
+        # Later blocks extend the soft limit (see _extend_cpu_limit), so the hard one
+        # stays where it is; the parent's wall-clock kill is the backstop.
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu if cpu_hard == resource.RLIM_INFINITY
+                                                 else min(cpu, cpu_hard), cpu_hard))
+    elif cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
+        # The hard value is one second above the soft one: SIGXCPU first, which we
+        # report as a timeout, and SIGKILL if the code ignores it.
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     _set_limit(resource.RLIMIT_AS, _address_space_bytes() + int(limits["memory_mb"]) * MIB)
     _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
@@ -198,5 +206,62 @@ def child_main(
     _finish_streams()
     try:
         _report(result_fd, outcome)
+    finally:
+        os._exit(0)
+
+
+def _extend_cpu_limit(limits: dict[str, Any]) -> None:
+    """A session's CPU limit is per block: allow `cpu_s` more than used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    cpu = math.ceil(used + float(limits.get("cpu_s") or limits["timeout_s"]))
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        cpu = min(cpu, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+
+
+def session_main(
+    executor: Executor,
+    *,
+    workdir: str,
+    stdout_fd: int,
+    stderr_fd: int,
+    result_fd: int,
+    request_fd: int,
+) -> NoReturn:
+    """A child that keeps one namespace across many requests (a notebook, a MathChat
+    conversation). Each request is answered with one framed outcome on `result_fd`,
+    after its output has been flushed, so the parent can tell the blocks apart."""
+    try:
+        prepare_child(workdir=workdir, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+                      keep_fds=(result_fd, request_fd))
+        namespace = executor.new_namespace()
+        first = True
+        while True:
+            request = read_message(request_fd)
+            if request is None:
+                break
+            try:
+                if first:
+                    apply_limits(request["limits"], session=True)  # memory: whole session
+                    first = False
+                else:
+                    _extend_cpu_limit(request["limits"])
+                outcome = executor.execute(request, namespace)
+            except MemoryError:
+                outcome = {"kind": "error",
+                           "error": {"type": "MemoryError", "message": "", "traceback": ""}}
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:
+                    pass
+            try:
+                write_message(result_fd, outcome)
+            except (TypeError, ValueError) as exc:
+                write_message(result_fd, {"kind": "internal", "error": {
+                    "type": type(exc).__name__, "message": f"result could not be encoded: {exc}",
+                    "traceback": ""}})
     finally:
         os._exit(0)

@@ -122,6 +122,10 @@ def recorded_denials() -> list[str]:
     return list(_denials)
 
 
+def clear_denials() -> None:
+    _denials.clear()
+
+
 class Policy:
     """Which modules user code may import and reach through attributes."""
 

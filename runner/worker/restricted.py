@@ -73,7 +73,12 @@ class RestrictedExecutor:
                             "backend for unrestricted Python.")
         return compiled.code
 
-    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+    def new_namespace(self) -> dict[str, Any]:
+        return make_globals(self.guards)
+
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+        guard_module.clear_denials()  # a session child runs many requests
         return run_request(request, compile_source=self._compile,
-                           namespace=make_globals(self.guards), refusal=Denied,
-                           refusals_recorded=guard_module.recorded_denials)
+                           namespace=namespace if namespace is not None else self.new_namespace(),
+                           refusal=Denied, refusals_recorded=guard_module.recorded_denials)

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .child import Executor, child_main
-from .protocol import read_message, write_message
+from .child import Executor, child_main, session_main
+from .protocol import HEADER, read_message, write_message
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
@@ -313,7 +313,156 @@ def run_one(spare: Spare, request: dict[str, Any],
     finally:
         shutil.rmtree(spare.workdir, ignore_errors=True)
     watch.duration_ms = int((time.monotonic() - started) * 1000)
-    judged = _judge(watch, limits)
+    return _finish(_judge(watch, limits), watch), watch.reaped
+
+
+class SessionChild:
+    """A child that keeps its namespace between requests; lives until closed or killed."""
+
+    def __init__(self, executor: Executor, base_dir: str) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="session-", dir=base_dir)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        res_r, res_w = os.pipe()
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (out_r, err_r, res_r, go_w):
+                os.close(fd)
+            session_main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
+                         result_fd=res_w, request_fd=go_r)
+        for fd in (out_w, err_w, res_w, go_r):
+            os.close(fd)
+        for fd in (out_r, err_r, res_r):
+            os.set_blocking(fd, False)
+        self.pid = pid
+        self.pidfd = _open_pidfd(pid)
+        self.out_r, self.err_r, self.res_r, self.go_w = out_r, err_r, res_r, go_w
+        self.alive = True
+        self.blocks = 0
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        limits = request["limits"]
+        watch = Watch(limits)
+        started = time.monotonic()
+        deadline = started + float(limits["timeout_s"])
+        cpu_before = self._cpu_ms()
+        frame = bytearray()
+        outcome: dict[str, Any] | None = None
+        try:
+            write_message(self.go_w, request)
+        except BrokenPipeError:
+            self.alive = False
+        streams = {self.out_r: watch.stdout, self.err_r: watch.stderr}
+        while self.alive and outcome is None:
+            now = time.monotonic()
+            if now >= deadline:
+                watch.timed_out = True
+                break
+            waiting = [self.out_r, self.err_r, self.res_r]
+            if self.pidfd is not None:
+                waiting.append(self.pidfd)
+            ready, _, _ = select.select(waiting, [], [], min(deadline - now, 0.05
+                                                              if self.pidfd is None else 3600))
+            for fd in ready:
+                if fd in streams:
+                    _read_into(fd, streams[fd])
+                elif fd == self.res_r:
+                    chunk = _read_available(fd)
+                    if chunk is None:
+                        continue
+                    if not chunk:
+                        self.alive = False
+                    frame += chunk
+                    outcome = _complete_frame(frame)
+            if outcome is None and not self._still_running(ready):
+                self.alive = False
+        for fd, capture in streams.items():  # the block's output was flushed before its report
+            _read_into(fd, capture)
+        self.blocks += 1
+        if outcome is not None and self.alive:
+            watch.cpu_ms = max(0, self._cpu_ms() - cpu_before)
+            _usage_from_proc(self.pid, watch)
+            judged = _judge_outcome(outcome, limits)
+        else:
+            status, usage = self.kill()
+            watch.wait_status = status
+            if usage is not None:
+                watch.cpu_ms = max(0, int((usage.ru_utime + usage.ru_stime) * 1000) - cpu_before)
+                watch.max_rss_kb = int(usage.ru_maxrss)
+            judged = _judge(watch, limits)
+            judged["error"]["message"] += ("; the session's state is lost, and its next block "
+                                           "starts a fresh session")
+        watch.duration_ms = int((time.monotonic() - started) * 1000)
+        return _finish(judged, watch)
+
+    def _still_running(self, ready: list[int]) -> bool:
+        if self.pidfd is not None:
+            return self.pidfd not in ready
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+
+    def _cpu_ms(self) -> int:
+        probe = Watch({"max_output_bytes": 1024})
+        _usage_from_proc(self.pid, probe)
+        return probe.cpu_ms
+
+    def kill(self) -> tuple[int, Any]:
+        """Kill the child; its wait status and usage (which _judge reads)."""
+        self.alive = False
+        _kill_group(self.pid)
+        try:
+            _, status, usage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            return 0, None
+        return status, usage
+
+    def close(self) -> None:
+        if self.alive:
+            self.kill()
+        for fd in (self.go_w, self.out_r, self.err_r, self.res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _read_available(fd: int) -> bytes | None:
+    """What the pipe holds now; b"" at end of file, None when nothing is there yet."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None
+
+
+def _read_into(fd: int, capture: Capture) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, OSError):
+            return
+        if not chunk:
+            return
+        capture.feed(chunk)
+
+
+def _complete_frame(frame: bytearray) -> dict[str, Any] | None:
+    if len(frame) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(frame[:HEADER.size])
+    if len(frame) < HEADER.size + size:
+        return None
+    try:
+        message = json.loads(bytes(frame[HEADER.size:HEADER.size + size]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {"kind": "internal", "error": {"message": "the session sent a malformed report"}}
+    return message if isinstance(message, dict) else {"kind": "internal", "error": {}}
+
+
+def _finish(judged: dict[str, Any], watch: Watch) -> dict[str, Any]:
     stdout, stderr = watch.stdout.text(), watch.stderr.text()
     if watch.stdout.truncated:
         stdout += TRUNCATION_MARKER
@@ -327,7 +476,7 @@ def run_one(spare: Spare, request: dict[str, Any],
         duration_ms=watch.duration_ms,
         resources={"cpu_ms": watch.cpu_ms, "max_rss_kb": watch.max_rss_kb},
     )
-    return judged, watch.reaped
+    return judged
 
 
 def _take_protocol_fds() -> tuple[int, int]:
@@ -371,6 +520,7 @@ def serve(executor: Executor, ready_info: dict[str, Any]) -> None:
     gc.freeze()
     spare = _new_spare(executor, base_dir)
     unreaped: list[int] = []
+    session: SessionChild | None = None
     try:
         write_message(out_fd, {"type": "ready", "pid": os.getpid(), "executor": executor.name,
                                "python": sys.version.split()[0], **ready_info})
@@ -396,12 +546,28 @@ def serve(executor: Executor, ready_info: dict[str, Any]) -> None:
                     if not reaped:
                         unreaped.append(current.pid)
                 write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
+            elif kind == "session_run":
+                started_fresh = session is None or not session.alive
+                if started_fresh:
+                    if session is not None:
+                        session.close()
+                    session = SessionChild(executor, base_dir)
+                result = session.run(message)
+                result["session_started"] = started_fresh
+                write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
+            elif kind == "session_close":
+                if session is not None:
+                    session.close()
+                    session = None
+                write_message(out_fd, {"type": "session_closed", "id": message.get("id")})
             elif kind == "ping":
                 write_message(out_fd, {"type": "pong", "id": message.get("id")})
             else:
                 write_message(out_fd, {"type": "error", "id": message.get("id"),
                                        "message": f"unknown message type {kind!r}"})
     finally:
+        if session is not None:
+            session.close()
         if spare is not None:
             spare.discard()
         for pid in unreaped:

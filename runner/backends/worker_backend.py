@@ -1,0 +1,145 @@
+"""What the restricted and Docker tiers share: warm worker programs behind a pool.
+
+A tier says how to get a pool for a request (which worker program, which packages) and
+everything else is here: sending the request with an outer deadline, turning the reply
+into an `ExecutionResult`, replacing a worker that failed, and sessions (one worker
+leased for a whole conversation, whose child keeps its namespace between blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
+from .worker_process import WorkerLost, WorkerPool, WorkerProcess
+
+OUTER_GRACE_S = 10.0  # beyond the run's own timeout, before the host gives up on a worker
+_REPLY_FIELDS = ("status", "exit_code", "stdout", "stderr", "stdout_truncated",
+                 "stderr_truncated", "error", "return_value", "return_repr", "return_is_repr",
+                 "duration_ms", "resources")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a request runs: the pool to use and the package versions it will see."""
+
+    pool: WorkerPool
+    packages: dict[str, str]
+
+
+class Refusal(Exception):
+    """A request refused before it reaches a worker; becomes a result with this status."""
+
+    def __init__(self, status: Status, type_: str, message: str,
+                 packages: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.message = message
+        self.packages = packages or {}
+
+
+def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
+    fields = {key: reply[key] for key in _REPLY_FIELDS if key in reply}
+    try:
+        return ExecutionResult(**base, **fields)
+    except ValidationError as exc:
+        return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
+            type="ProtocolError", message=f"the worker sent a malformed result: {exc}"))
+
+
+def refused_result(refusal: Refusal, base: dict[str, Any]) -> ExecutionResult:
+    return ExecutionResult(**{**base, "packages": refusal.packages}, status=refusal.status,
+                           error=ErrorInfo(type=refusal.type, message=refusal.message))
+
+
+def lost_result(exc: WorkerLost, base: dict[str, Any]) -> ExecutionResult:
+    return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
+        type="WorkerLost", message=f"{exc}; the worker was replaced"))
+
+
+class WorkerBackend:
+    """Base of the tiers that run code in warm worker programs."""
+
+    name = "worker"
+
+    def place(self, request: ExecutionRequest) -> Placement:
+        """The pool for this request; raises Refusal when it cannot run at all."""
+        raise NotImplementedError
+
+    def pools(self) -> list[WorkerPool]:
+        raise NotImplementedError
+
+    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+        base: dict[str, Any] = {"id": run_id, "backend": self.name, "limits": request.limits}
+        try:
+            placement = self.place(request)
+        except Refusal as refusal:
+            return refused_result(refusal, base)
+        base["packages"] = placement.packages
+        try:
+            with placement.pool.lease() as worker:
+                reply = worker.request(request.worker_message(run_id),
+                                       request.limits.timeout_s + OUTER_GRACE_S)
+        except WorkerLost as exc:
+            return lost_result(exc, base)
+        return result_from_reply(reply, base)
+
+    def open_session(self, request: ExecutionRequest) -> BackendSession:
+        """A session whose blocks run with the packages of `request` (code unused)."""
+        return BackendSession(self, request)
+
+    def warm(self) -> None:
+        for pool in self.pools()[:1]:
+            pool.warm()
+
+    def close(self) -> None:
+        for pool in self.pools():
+            pool.close()
+
+
+class BackendSession:
+    """One worker leased for a session; its session child keeps state between blocks."""
+
+    def __init__(self, backend: WorkerBackend, template: ExecutionRequest) -> None:
+        self.backend = backend
+        self.template = template
+        self._placement: Placement | None = None
+        self._worker: WorkerProcess | None = None
+
+    def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
+        """The result, and whether the block ran in a fresh session (earlier state gone)."""
+        base: dict[str, Any] = {"id": run_id, "backend": self.backend.name,
+                                "limits": request.limits}
+        try:
+            if self._placement is None:
+                self._placement = self.backend.place(self.template)
+        except Refusal as refusal:
+            return refused_result(refusal, base), False
+        base["packages"] = self._placement.packages
+        if self._worker is None:
+            self._worker = self._placement.pool.acquire()
+        message = request.worker_message(run_id)
+        message["type"] = "session_run"
+        try:
+            reply = self._worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
+        except WorkerLost as exc:
+            self._placement.pool.release(self._worker, healthy=False)
+            self._worker = None
+            result = lost_result(exc, base)
+            return result, True
+        return result_from_reply(reply, base), bool(reply.get("session_started"))
+
+    def close(self) -> None:
+        if self._worker is None or self._placement is None:
+            return
+        worker, self._worker = self._worker, None
+        try:
+            worker.request({"type": "session_close"}, OUTER_GRACE_S)
+        except WorkerLost:
+            self._placement.pool.release(worker, healthy=False)
+            return
+        self._placement.pool.release(worker, healthy=True)

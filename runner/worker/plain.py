@@ -1,0 +1,67 @@
+"""The Docker tier's executor: plain CPython, because the container is the boundary.
+
+The code runs with the real builtins and may import anything installed in the image or
+in the mounted package environment. Isolation comes from the container (no network, no
+capabilities, read-only root, a non-root user, cgroup limits) and from the child's
+rlimits; the worker only keeps runs apart and measures them. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from .execution import run_request
+
+DEFAULT_PRELOAD = ("sympy", "numpy", "mpmath", "fractions", "decimal", "statistics",
+                   "itertools", "functools", "collections", "json", "re", "math", "random",
+                   "datetime")
+
+
+class PlainExecutor:
+    name = "plain"
+
+    def __init__(self, preload: Iterable[str] = DEFAULT_PRELOAD,
+                 extra_paths: Iterable[str] = ()) -> None:
+        self.preload_names = tuple(preload)
+        for path in extra_paths:
+            if path not in sys.path:
+                sys.path.insert(0, path)
+
+    def preload(self) -> list[str]:
+        """Import the usual libraries once, so each run's child finds them warm."""
+        loaded = []
+        for name in self.preload_names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # an optional library missing from this image is fine
+                continue
+            loaded.append(name)
+        if "sympy" in loaded:
+            import sympy
+
+            x = sympy.Symbol("x")
+            sympy.solve(x**2 - 4, x)
+            sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
+            sympy.factorint(2**32 + 1)
+        return loaded
+
+    def new_namespace(self) -> dict[str, Any]:
+        return {"__name__": "__main__", "__builtins__": builtins}
+
+    def _compile(self, tree: ast.Module, filename: str) -> Any:
+        return compile(tree, filename, "exec")
+
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
+        return run_request(request, compile_source=self._compile,
+                           namespace=namespace if namespace is not None else self.new_namespace(),
+                           refusal=_NeverRaised)
+
+
+class _NeverRaised(Exception):
+    """The plain executor refuses nothing at run time."""

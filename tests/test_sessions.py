@@ -1,0 +1,80 @@
+"""Sessions: state shared across blocks, per-block limits, a total budget, restarts."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import Limits, Status
+from runner.errors import SandboxClosedError
+
+
+def test_state_carries_across_blocks_but_not_into_plain_runs(sandbox):
+    with sandbox.session() as session:
+        assert session.run("from sympy import symbols\nx = symbols('x')\ncount = 1").ok
+        r = session.run("count += 1\nprint(count, x**2)")
+        assert r.status == Status.OK and r.stdout == "2 x**2\n"
+        r = session.run("def double(n):\n    return 2 * n\n")
+        assert session.run("print(double(count))").stdout == "4\n"
+    assert sandbox.run("print(count)").status == Status.ERROR
+
+
+def test_each_block_reports_its_own_output_and_errors(sandbox):
+    with sandbox.session() as session:
+        first = session.run("print('one')")
+        second = session.run("print('two')\n1/0")
+        third = session.run("print('three')")
+    assert (first.stdout, second.stdout, third.stdout) == ("one\n", "two\n", "three\n")
+    assert second.status == Status.ERROR and second.error.type == "ZeroDivisionError"
+    assert "1/0" in second.error.traceback
+    assert third.ok
+
+
+def test_a_timeout_ends_the_state_and_the_next_block_starts_fresh(sandbox):
+    with sandbox.session(limits=Limits(timeout_s=1)) as session:
+        assert session.run("kept = 42").ok
+        killed = session.run("while True: pass")
+        assert killed.status == Status.TIMEOUT
+        assert "state is lost" in killed.error.message
+        after = session.run("print(kept)")
+        assert after.status == Status.ERROR and after.error.type == "NameError"
+        assert session.restarts == 1
+        assert session.run("print('works')").stdout == "works\n"
+
+
+def test_memory_limit_is_per_session_and_recoverable(sandbox):
+    with sandbox.session(limits=Limits(memory_mb=64)) as session:
+        big = session.run("x = bytearray(512 * 1024 * 1024)")
+        assert big.status == Status.MEMORY_LIMIT
+        assert session.run("print('still here')").stdout == "still here\n"
+
+
+def test_denial_in_one_block_does_not_taint_the_next(restricted):
+    with restricted.session() as session:
+        assert session.run("import os").status == Status.DENIED
+        assert session.run("print(1)").ok
+
+
+def test_the_budget_stops_further_blocks(sandbox):
+    with sandbox.session(limits=Limits(timeout_s=1), budget_s=1.5) as session:
+        assert session.run("while True: pass").status == Status.TIMEOUT
+        second = session.run("while True: pass")
+        assert second.status == Status.TIMEOUT
+        assert second.duration_ms < 900  # only the rest of the budget was granted
+        third = session.run("print(1)")
+        assert third.status == Status.TIMEOUT
+        assert "budget" in third.error.message
+
+
+def test_blocks_are_logged_with_the_session_id(sandbox):
+    with sandbox.session() as session:
+        r = session.run("print('logged')")
+    record = sandbox.log_store.get_execution(r.id)
+    assert record.meta["session"] == session.id
+    assert record.meta["block"] == 0
+
+
+def test_closed_session_refuses_blocks(sandbox):
+    session = sandbox.session()
+    session.close()
+    with pytest.raises(SandboxClosedError):
+        session.run("print(1)")
