@@ -66,6 +66,9 @@ class ErrorInfo(_Frozen):
     type: str
     message: str
     traceback: str = ""
+    # Structured facts behind the message, as JSON (e.g. an invalid call's missing,
+    # unexpected and wrongly typed arguments and the schema); None for most errors.
+    detail: dict[str, Any] | None = None
 
 
 class Resources(_Frozen):
@@ -126,6 +129,7 @@ class ExecutionResult(_Frozen):
     limits: Limits = Field(default_factory=Limits)
     resources: Resources = Field(default_factory=Resources)
     packages: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None  # the Docker tier's image id
     started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @field_validator("stdout", "stderr", mode="before")

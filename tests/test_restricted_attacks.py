@@ -888,3 +888,87 @@ def test_result_channel_cannot_be_forged(restricted):
     )
     r = attack(restricted, code)
     assert_denied(r, ("os",))
+
+
+# --- escapes found in the second review --------------------------------------------------
+#
+# The guards check what attribute and item access hand out, not what calls return or
+# what library code passes to user callbacks. Each case below gets a refused object
+# through one of those unchecked channels.
+
+SECOND_REVIEW_ESCAPES = [
+    (
+        # sympy's Printer._print does `getattr(expr, self.printmethod)(self)` with the real
+        # getattr. A printer that is also a str, with printmethod '__getattribute__', turns
+        # that into `expr.__getattribute__('<any name>')`: json.loads.__globals__, then the
+        # real builtins through dict.get (a call result, never checked). parenthesize()
+        # returns _print's result as is.
+        "printer-printmethod-reads-any-attribute",
+        "import json\n"
+        "from sympy.printing.str import StrPrinter\n"
+        "class P(str, StrPrinter):\n"
+        "    printmethod = '__getattribute__'\n"
+        "    def __init__(self, name):\n"
+        "        StrPrinter.__init__(self)\n"
+        "g = P('__globals__').parenthesize(json.loads, 0)\n"
+        "b = g.get('__builtins__')\n"
+        "b.get('eval')({payload!r}, {{'__builtins__': b}})\n"
+        "print('escaped')\n",
+        ("printmethod", "Printer", "StrPrinter", "__getattribute__", "__globals__", "str"),
+    ),
+    (
+        # The same gadget on a module: a module's __getattribute__ reads its globals, so
+        # any allowed module hands over '__builtins__' (the real builtins dict).
+        "printer-printmethod-module-builtins",
+        "import json\n"
+        "from sympy.printing.str import StrPrinter\n"
+        "class P(str, StrPrinter):\n"
+        "    printmethod = '__getattribute__'\n"
+        "    def __init__(self, name):\n"
+        "        StrPrinter.__init__(self)\n"
+        "    def grab(self, obj):\n"
+        "        return self.parenthesize(obj, -1)\n"
+        "b = P('__builtins__').grab(json)\n"
+        "b.get('exec')({payload!r}, {{'__builtins__': b}})\n"
+        "print('escaped')\n",
+        ("printmethod", "Printer", "StrPrinter", "__getattribute__", "__builtins__", "str"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), [c[1:] for c in SECOND_REVIEW_ESCAPES],
+                         ids=[c[0] for c in SECOND_REVIEW_ESCAPES])
+def test_second_review_escapes_are_denied(restricted, markers, code, names):
+    marker = markers / "pwned"
+    source = code.format(payload=_os_system_source(marker), marker=str(marker))
+    r = attack(restricted, source)
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
+    assert_denied(r, names)
+    assert "escaped" not in r.stdout, r.stdout
+
+
+def test_findroot_solver_callback_does_not_receive_the_mpmath_context(restricted):
+    # nsolve passes its keyword arguments to mpmath.findroot, which calls a class given as
+    # `solver=` with mpmath's own context (mpmath.ctx_mp.MPContext: its identify() evals
+    # strings). Attribute access refuses that object; a callback argument is not checked,
+    # and list.pop() hands it back out unchecked too.
+    code = (
+        "import sympy\n"
+        "x = sympy.Symbol('x')\n"
+        "box = []\n"
+        "class S:\n"
+        "    def __init__(self, ctx, f, x0, **kw):\n"
+        "        box.append(ctx)\n"
+        "        self.x0 = x0\n"
+        "    def __iter__(self):\n"
+        "        yield self.x0, 0\n"
+        "try:\n"
+        "    sympy.nsolve(x - 2, x, 1, solver=S, verify=False)\n"
+        "except Exception:\n"
+        "    pass\n"
+        "ctx = box.pop()\n"
+        "print(type(ctx))\n"
+    )
+    r = attack(restricted, code)
+    assert_denied(r, ("solver", "findroot", "nsolve", "mpmath", "ctx_mp", "MPContext"))
+    assert "MPContext" not in r.stdout, r.stdout

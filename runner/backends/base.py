@@ -54,4 +54,11 @@ def _load_restricted() -> BackendFactory:
     return RestrictedBackend
 
 
+def _load_docker() -> BackendFactory:
+    from .docker import DockerBackend
+
+    return DockerBackend
+
+
 register_backend("restricted", _load_restricted)
+register_backend("docker", _load_docker)

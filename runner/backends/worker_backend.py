@@ -73,8 +73,16 @@ class WorkerBackend:
     def pools(self) -> list[WorkerPool]:
         raise NotImplementedError
 
+    def result_fields(self) -> dict[str, Any]:
+        """Fields every result of this tier carries (the Docker tier: its image id)."""
+        return {}
+
+    def base_fields(self, request: ExecutionRequest, run_id: str) -> dict[str, Any]:
+        return {"id": run_id, "backend": self.name, "limits": request.limits,
+                **self.result_fields()}
+
     def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
-        base: dict[str, Any] = {"id": run_id, "backend": self.name, "limits": request.limits}
+        base = self.base_fields(request, run_id)
         try:
             placement = self.place(request)
         except Refusal as refusal:
@@ -112,8 +120,7 @@ class BackendSession:
 
     def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
         """The result, and whether the block ran in a fresh session (earlier state gone)."""
-        base: dict[str, Any] = {"id": run_id, "backend": self.backend.name,
-                                "limits": request.limits}
+        base = self.backend.base_fields(request, run_id)
         try:
             if self._placement is None:
                 self._placement = self.backend.place(self.template)

@@ -9,6 +9,7 @@ stdout and the result channel are different pipes. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -243,15 +244,19 @@ def session_main(
             if request is None:
                 break
             try:
-                if first:
-                    apply_limits(request["limits"], session=True)  # memory: whole session
-                    first = False
-                else:
-                    _extend_cpu_limit(request["limits"])
+                with getattr(executor, "trusted", contextlib.nullcontext)():
+                    if first:
+                        apply_limits(request["limits"], session=True)  # memory: whole session
+                        first = False
+                    else:
+                        _extend_cpu_limit(request["limits"])
                 outcome = executor.execute(request, namespace)
             except MemoryError:
                 outcome = {"kind": "error",
                            "error": {"type": "MemoryError", "message": "", "traceback": ""}}
+            except BaseException as exc:  # report it: the session must not die silently
+                outcome = {"kind": "internal", "error": {
+                    "type": type(exc).__name__, "message": str(exc), "traceback": ""}}
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

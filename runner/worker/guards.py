@@ -570,6 +570,25 @@ def _safe_dir(*args: Any) -> list[str]:
                   and not (n.startswith("_") and n.endswith("_") and n != "_"))
 
 
+_VALUE_TYPES = (str, bytes, bytearray, int, float, complex, tuple, list, dict, set, frozenset)
+
+
+def _guarded_build_class(func: Any, name: str, *bases: Any, **kwargs: Any) -> Any:
+    """Class statements, minus one gadget: a class that is both a builtin value (a str,
+    say) and a library class can be handed to library code that uses it as data (an
+    attribute name) and as an object at once. Deriving from either alone is fine."""
+    value_bases = [b for b in bases if isinstance(b, type) and issubclass(b, _VALUE_TYPES)
+                   and b.__module__ == "builtins"]
+    library_bases = [b for b in bases if isinstance(b, type)
+                     and b.__module__ not in ("builtins", "__main__")]
+    if value_bases and library_bases:
+        deny(f"class {name} may not derive from both {value_bases[0].__name__} and the library "
+             f"class {library_bases[0].__name__}")
+    if kwargs.get("metaclass", type) is not type:  # RestrictedPython passes `type` itself
+        deny(f"class {name}: metaclasses are not allowed in the restricted backend")
+    return builtins.__build_class__(func, name, *bases, **kwargs)
+
+
 def _exit(code: Any = None) -> None:
     raise SystemExit(code)
 
@@ -613,6 +632,7 @@ def make_builtins(guards: Guards) -> dict[str, Any]:
     table.update(
         getattr=guards.getattr, hasattr=guards.hasattr, setattr=guards.setattr,
         delattr=guards.delattr, type=_guarded_type, exit=_exit, quit=_exit, dir=_safe_dir,
+        __build_class__=_guarded_build_class,
         __import__=guards.import_,
     )
     for name, why in _REFUSED_BUILTINS.items():

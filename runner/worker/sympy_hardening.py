@@ -195,7 +195,46 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
     lambdify_module.exec = exec_
 
 
+_PRINT_METHOD = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
+
+
+def harden_printers() -> None:
+    """Printer._print calls `getattr(expr, self.printmethod)(self)` with the real getattr:
+    a user printer could name any attribute. Only sympy-style hook names are accepted."""
+    printer_module = importlib.import_module("sympy.printing.printer")
+    original = printer_module.Printer._print
+
+    def _print(self: Any, expr: Any, **kwargs: Any) -> Any:
+        method = type(self).__dict__.get("printmethod", getattr(type(self), "printmethod", None))
+        if method is not None and (type(method) is not str or not _PRINT_METHOD.fullmatch(method)
+                                   or method.startswith("__")):
+            deny(f"a Printer's printmethod must be a name like '_mymethod', not {method!r}")
+        return original(self, expr, **kwargs)
+
+    functools.update_wrapper(_print, original)
+    del _print.__wrapped__
+    printer_module.Printer._print = _print
+
+
+def harden_findroot() -> None:
+    """nsolve passes `solver=` through to mpmath's findroot, which calls a callable solver
+    with mpmath's own context object: only mpmath's named solvers are accepted."""
+    solvers = importlib.import_module("sympy.solvers.solvers")
+    original = solvers.findroot
+
+    def findroot(*args: Any, **kwargs: Any) -> Any:
+        solver = kwargs.get("solver", "secant")
+        if type(solver) is not str:
+            deny("nsolve/findroot: solver= must be the name of one of mpmath's solvers "
+                 "(e.g. 'secant', 'newton', 'bisect'), not a callable")
+        return original(*args, **kwargs)
+
+    solvers.findroot = findroot
+
+
 def harden_sympy(guards: Guards) -> None:
     sanitizer = _Sanitizer(guards)
     harden_parser(sanitizer)
     harden_lambdify(sanitizer)
+    harden_printers()
+    harden_findroot()

@@ -31,11 +31,12 @@ def _trim(te: traceback.TracebackException, user_files: frozenset[str], seen: se
 def describe_exception(exc: BaseException, user_files: frozenset[str] = frozenset({USER_FILENAME})
                        ) -> dict[str, str]:
     """{type, message, traceback} for an exception raised while running user code."""
-    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False)
+    # lookup_lines=False: only the user's frames (kept below) ever have their lines read,
+    # from the sources registered above; library files are never opened.
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False,
+                                      lookup_lines=False)
     _trim(te, user_files, set())
     text = "".join(te.format())
-    if not text.startswith("Traceback") and te.stack:
-        text = "Traceback (most recent call last):\n" + text
     message = str(exc) if not isinstance(exc, SyntaxError) else (exc.msg or str(exc))
     if isinstance(exc, SyntaxError) and exc.lineno:
         message = f"{message} (line {exc.lineno})"

@@ -509,7 +509,23 @@ def _reap_finished(pids: list[int]) -> None:
             pids.remove(pid)
 
 
-def serve(executor: Executor, ready_info: dict[str, Any]) -> None:
+def _kill_strays(keep: set[int]) -> None:
+    """In a container the worker owns the process namespace: anything alive that it is
+    not keeping (a daemonised grandchild that left its process group) is killed."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid in keep or pid == me or pid == 1 or pid == os.getppid():
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = False) -> None:
     """Answer requests until the host closes our stdin."""
     in_fd, out_fd = _take_protocol_fds()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when we stop
@@ -545,6 +561,10 @@ def serve(executor: Executor, ready_info: dict[str, Any]) -> None:
                     result, reaped = run_one(current, message, fork_next)
                     if not reaped:
                         unreaped.append(current.pid)
+                    if container:
+                        _kill_strays({p for p in (spare.pid if spare else 0,
+                                                  session.pid if session and session.alive else 0)
+                                      if p})
                 write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
             elif kind == "session_run":
                 started_fresh = session is None or not session.alive

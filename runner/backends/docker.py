@@ -1,0 +1,225 @@
+"""The Docker tier: unrestricted Python in hardened, warm containers.
+
+Each container's main process is the worker program (stdlib only), started with the
+flags below; it preloads sympy and numpy and forks a child per run, exactly like the
+restricted tier's worker on the host. Containers are pooled per (image, package
+environment, limits profile) and discarded after any kill, crash or protocol error.
+
+Hardening (every one of these is attacked by tests/test_docker_attacks.py): no network,
+all capabilities dropped, no-new-privileges, read-only root with size-limited tmpfs,
+a non-root user, pids/memory(+swap)/CPU limits, open-files and file-size ulimits, an
+init process, no host mounts except read-only package environments, and an empty
+environment. gVisor (`runsc`) is used when RUNNER_DOCKER_RUNTIME=runsc.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..docker import images
+from ..docker.engine import LABEL, OWNER_LABEL, containers, docker, remove_containers
+from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
+from ..errors import BackendUnavailableError
+from ..ids import new_id
+from ..packages import PackageRequestError, parse_requirements
+from ..types import ExecutionRequest, Limits, Status
+from .worker_backend import Placement, Refusal, WorkerBackend
+from .worker_process import WorkerPool, WorkerProcess
+
+SANDBOX_USER = "10001:10001"
+# Memory for the warm worker itself (interpreter, sympy, numpy) on top of the run's own
+# limit, which the worker enforces per run with RLIMIT_AS; the cgroup limit is the backstop.
+WORKER_OVERHEAD_MB = 384
+TMPFS_MB = 256
+PROCESS_OVERHEAD = 8  # init, the worker, its spare child
+WORKER_MAIN = ("import sys; sys.path.insert(0, '/opt/runner'); "
+               "from worker.__main__ import main; main()")
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The container-level limits; runs with other timeouts share containers."""
+
+    memory_mb: int
+    max_processes: int
+    max_file_size_mb: int
+
+    @classmethod
+    def of(cls, limits: Limits) -> Profile:
+        return cls(limits.memory_mb, limits.max_processes, limits.max_file_size_mb)
+
+
+def container_args(*, name: str, image: str, profile: Profile, env: Environment,
+                   runtime: str | None = None, extra_labels: dict[str, str] | None = None
+                   ) -> list[str]:
+    """`docker run` arguments for one warm sandbox container."""
+    memory = f"{profile.memory_mb + WORKER_OVERHEAD_MB}m"
+    args = [
+        "run", "-i", "--rm", "--name", name,
+        "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner_id()}",
+        "--network", "none",
+        "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges",
+        "--read-only",
+        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={TMPFS_MB}m,mode=1777",
+        "--user", SANDBOX_USER,
+        "--pids-limit", str(profile.max_processes + PROCESS_OVERHEAD),
+        "--memory", memory, "--memory-swap", memory,
+        "--cpus", "1",
+        "--ulimit", "nofile=1024:1024",
+        "--ulimit", f"fsize={profile.max_file_size_mb * 1024 * 1024}",
+        *(["--init"] if os.environ.get("RUNNER_DOCKER_INIT", "1") == "1" else []),
+        "--workdir", "/tmp",
+        "-e", "HOME=/tmp",
+    ]
+    for key, value in (extra_labels or {}).items():
+        args += ["--label", f"{key}={value}"]
+    if runtime:
+        args += ["--runtime", runtime]
+    worker = ["--executor", "plain", "--container"]
+    if env.path is not None:
+        args += ["-v", f"{env.path}:{MOUNT_POINT}:ro"]
+        worker += ["--path", MOUNT_POINT]
+    return args + [image, "python3", "-I", "-c", WORKER_MAIN, *worker]
+
+
+class DockerWorker(WorkerProcess):
+    """A worker whose process is `docker run -i`: killing it must remove the container."""
+
+    def __init__(self, args: list[str], name: str, start_timeout: float) -> None:
+        self.name = name
+        from ..docker.engine import docker_cli
+
+        super().__init__([docker_cli(), *args], env=_client_env(), start_timeout=start_timeout)
+
+    def kill(self) -> None:
+        remove_containers([self.name])
+        super().kill()
+
+    def close(self, timeout: float = 5.0) -> None:
+        super().close(timeout)
+        remove_containers([self.name])
+
+
+def _client_env() -> dict[str, str]:
+    """The docker client needs to find the engine; the sandbox gets none of this."""
+    keep = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH",
+            "DOCKER_TLS_VERIFY", "XDG_RUNTIME_DIR")
+    return {key: os.environ[key] for key in keep if key in os.environ}
+
+
+def sweep_orphans() -> int:
+    """Remove sandbox containers left behind by host processes that no longer exist."""
+    host = socket.gethostname()
+    stale = []
+    for container in containers(LABEL):
+        labels = dict(item.split("=", 1) for item in container.get("Labels", "").split(",")
+                      if "=" in item)
+        owner = labels.get(OWNER_LABEL, "")
+        owner_host, _, pid = owner.rpartition(":")
+        if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+            stale.append(container["ID"])
+    remove_containers(stale)
+    return len(stale)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class DockerBackend(WorkerBackend):
+    name = "docker"
+
+    def __init__(self, *, image: str | None = None, pool_size: int | None = None,
+                 runtime: str | None = None, start_timeout: float = 120.0,
+                 labels: dict[str, str] | None = None) -> None:
+        status = images.require(image)
+        self.image = status.tag
+        self.image_id = status.id or ""
+        self.runtime = runtime or os.environ.get("RUNNER_DOCKER_RUNTIME") or None
+        self.pool_size = pool_size or 2
+        self.start_timeout = start_timeout
+        self.labels = dict(labels or {})
+        self._pools: dict[tuple[str, Profile], WorkerPool] = {}
+        self._environments: dict[tuple[str, ...], Environment] = {}
+        self._image_versions: dict[str, str] | None = None
+        self._lock = threading.Lock()
+        sweep_orphans()
+
+    def pools(self) -> list[WorkerPool]:
+        with self._lock:
+            return list(self._pools.values())
+
+    def warm(self) -> None:
+        self._pool(Environment("", None, {}), Profile.of(Limits())).warm()
+
+    def image_versions(self) -> dict[str, str]:
+        """Versions of what the image has installed, as its worker reports them."""
+        if self._image_versions is None:
+            pool = self._pool(Environment("", None, {}), Profile.of(Limits()))
+            with pool.lease() as worker:
+                self._image_versions = dict(worker.info.get("versions") or {})
+        return self._image_versions
+
+    def _pool(self, env: Environment, profile: Profile) -> WorkerPool:
+        key = (env.key, profile)
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is None:
+                def start() -> WorkerProcess:
+                    name = f"runner-{new_id().lower()}"
+                    args = container_args(name=name, image=self.image, profile=profile, env=env,
+                                          runtime=self.runtime, extra_labels=self.labels)
+                    return DockerWorker(args, name, self.start_timeout)
+
+                pool = self._pools[key] = WorkerPool(start, self.pool_size)
+            return pool
+
+    def place(self, request: ExecutionRequest) -> Placement:
+        try:
+            requests = parse_requirements(request.packages)
+        except PackageRequestError as exc:
+            raise Refusal(Status.DENIED, "PackageRefused", str(exc)) from None
+        key = tuple(sorted(str(r) for r in requests))
+        env = self._environments.get(key)
+        if env is None:
+            try:
+                env = resolve(requests, image=self.image, image_id=self.image_id,
+                              image_versions=self.image_versions() if requests else {})
+            except InstallFailed as exc:
+                raise Refusal(Status.INSTALL_FAILED, "InstallFailed",
+                              f"installing {', '.join(key)} failed: {exc}") from None
+            self._environments[key] = env
+        return Placement(self._pool(env, Profile.of(request.limits)), env.versions)
+
+    def result_fields(self) -> dict[str, Any]:
+        return {"image": self.image_id}
+
+    def describe(self) -> dict[str, Any]:
+        return {"image": self.image, "image_id": self.image_id, "runtime": self.runtime or "runc"}
+
+
+def check_available() -> None:
+    """Raise BackendUnavailableError with the fix when Docker cannot be used here."""
+    from ..docker.engine import engine_info
+
+    engine_info()
+    images.require()
+
+
+__all__ = ["DockerBackend", "check_available", "container_args", "sweep_orphans",
+           "BackendUnavailableError", "docker"]

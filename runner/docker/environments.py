@@ -1,0 +1,176 @@
+"""Package environments for the Docker tier: resolved on the host, built offline,
+cached, mounted read-only.
+
+1. Requirements are parsed strictly (runner.packages): names and versions only.
+2. When the image already has a satisfying version of every requested package, there
+   is nothing to build: the preinstalled ones are used.
+3. Otherwise pip downloads wheels on the host, with the user's own pip configuration
+   (index, certificates, find-links), binary only, for the image's Python and platform.
+4. A throwaway container with no network installs them into a directory (pip runs
+   from its own wheel; the sandbox image carries no pip) and compiles bytecode.
+5. The directory is cached under $RUNNER_HOME/envs/<hash of the requests and image>
+   and mounted read-only into sandboxes; the second use costs nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from ..packages import PackageRequest
+from ..paths import runner_home
+from .engine import DockerCommandError, docker
+
+IMAGE_PYTHON = "3.11"  # the sandbox image is Debian bookworm's python3
+MOUNT_POINT = "/opt/env"
+_COMPLETE = ".complete"
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class InstallFailed(Exception):
+    """pip could not resolve or install the request; the message is pip's reason."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    key: str  # "" when the image's own packages satisfy the request
+    path: Path | None
+    versions: dict[str, str]  # requested name -> version that will run
+
+
+def _lock(key: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+def _pip_platforms() -> list[str]:
+    machine = platform.machine() or "x86_64"
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in (36, 34, 31, 28, 27, 24, 17)]
+    return tags + [f"manylinux2014_{machine}", f"linux_{machine}"]
+
+
+def _pip_reason(stderr: str) -> str:
+    """pip's own explanation, trimmed to the lines that say what went wrong."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR") or "No matching" in line]
+    return "\n".join((errors or lines)[-6:])[-1500:] or "pip failed without a message"
+
+
+def _download(requests: list[PackageRequest], wheels: Path, timeout: float) -> None:
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+               "--only-binary=:all:", "--python-version", IMAGE_PYTHON,
+               "--implementation", "cp", "--dest", str(wheels)]
+    for tag in _pip_platforms():
+        command += ["--platform", tag]
+    command += ["--", *[str(request) for request in requests]]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise InstallFailed(_pip_reason(proc.stderr))
+
+
+def _pip_wheel(cache: Path, timeout: float) -> Path:
+    """A pip wheel to run inside the throwaway container (the image has no pip)."""
+    tools = cache / "pip-tool"
+    found = sorted(tools.glob("pip-*.whl"))
+    if not found:
+        tools.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                               "--only-binary=:all:", "--dest", str(tools), "pip"],
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise InstallFailed("could not fetch pip itself: " + _pip_reason(proc.stderr))
+        found = sorted(tools.glob("pip-*.whl"))
+    return found[-1]
+
+
+def _installed_versions(target: Path) -> dict[str, str]:
+    versions = {}
+    for info in target.glob("*.dist-info"):
+        match = re.match(r"(.+)-([^-]+)\.dist-info$", info.name)
+        if match:
+            versions[canonicalize_name(match.group(1))] = match.group(2)
+    return versions
+
+
+def _select(versions: dict[str, str], requests: list[PackageRequest]) -> dict[str, str]:
+    return {request.name: versions[request.name] for request in requests
+            if request.name in versions}
+
+
+def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
+            image_versions: dict[str, str], timeout: float = 600) -> Environment:
+    """The environment for `requests` on `image`, built on first use."""
+    if not requests:
+        return Environment("", None, {})
+    satisfied = all(
+        request.name in image_versions and request.requirement.specifier.contains(
+            image_versions[request.name], prereleases=True)
+        for request in requests)
+    if satisfied:
+        return Environment("", None, _select(image_versions, requests))
+
+    key = hashlib.sha256(json.dumps(
+        [sorted(str(r) for r in requests), image_id]).encode()).hexdigest()[:16]
+    root = runner_home() / "envs"
+    target = root / key
+    with _lock(key):
+        if (target / _COMPLETE).is_file():
+            versions = json.loads((target / _COMPLETE).read_text())
+            return Environment(key, target, _select(versions, requests))
+        cache = runner_home() / "cache"
+        wheels = cache / "wheels" / key
+        wheels.mkdir(parents=True, exist_ok=True)
+        _download(requests, wheels, timeout)
+        pip = _pip_wheel(cache, timeout)
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            _install(image, wheels, pip, staging, requests, timeout)
+            _readable_by_all(staging)  # sandboxes run as another user and mount it read-only
+            versions = _installed_versions(staging)
+            (staging / _COMPLETE).write_text(json.dumps(versions))
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(staging, target)  # atomic: a half-built environment is never used
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return Environment(key, target, _select(versions, requests))
+
+
+def _readable_by_all(root: Path) -> None:
+    for directory, subdirs, files in os.walk(root):
+        os.chmod(directory, 0o755)
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
+
+
+def _install(image: str, wheels: Path, pip: Path, target: Path,
+             requests: list[PackageRequest], timeout: float) -> None:
+    script = (f"python3 /pip/{pip.name}/pip install --disable-pip-version-check --no-index "
+              "--find-links /wheels --only-binary=:all: --no-warn-script-location "
+              "--target /env -r /dev/stdin && python3 -m compileall -q /env >/dev/null")
+    args = ["run", "--rm", "-i", "--network", "none", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--user", f"{os.getuid()}:{os.getgid()}",
+            "-e", "HOME=/tmp", "-v", f"{wheels}:/wheels:ro", "-v", f"{pip.parent}:/pip:ro",
+            "-v", f"{target}:/env", "--entrypoint", "sh", image, "-c", script]
+    requirements = "\n".join(str(request) for request in requests).encode()
+    try:
+        docker(args, timeout=timeout, input=requirements)
+    except DockerCommandError as exc:
+        raise InstallFailed(_pip_reason(exc.stderr)) from None
