@@ -124,14 +124,16 @@ DEB_CACHE=$CACHE/debootstrap/$SUITE-$(dpkg --print-architecture 2>/dev/null || u
 mkdir -p "$DEB_CACHE"
 
 ROOT=$(mktemp -d /var/tmp/runner-base.XXXXXX)
+# mktemp makes it 0700, and the tar below records "./" as the image's "/": a 0700 root
+# locks every non-root user out of everything (hidden by overlay2, fatal with vfs).
+chmod 0755 "$ROOT"
 DBLOG=$CACHE/debootstrap/last-build.log
 
 cleanup() {
     # debootstrap mounts /proc, /sys, ... inside the target; never rm -rf through them.
     local m
-    for m in $(awk -v r="$ROOT" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
-        umount -l "$m" 2>/dev/null || true
-    done
+    awk -v r="$ROOT" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r \
+        | while read -r m; do umount -l "$m" 2>/dev/null || true; done
     if awk -v r="$ROOT" 'index($2, r) == 1 { found = 1 } END { exit !found }' /proc/mounts; then
         log "warning: mounts remain under $ROOT; not removing it"
     else
@@ -194,8 +196,9 @@ tar --numeric-owner --xattrs -C "$ROOT" -c \
         - "$TAG" >/dev/null || die "docker import failed"
 log "imported in $(since "$t0")"
 NEW_ID=$(docker image inspect --format '{{.Id}}' "$TAG")
-if [[ -n $OLD_ID && $OLD_ID != "$NEW_ID" ]]; then
-    docker image rm "$OLD_ID" >/dev/null 2>&1 || true
+if [[ -n $OLD_ID && $OLD_ID != "$NEW_ID" ]] && ! docker image rm "$OLD_ID" >/dev/null 2>&1; then
+    log "the previous $TAG (${OLD_ID#sha256:}) is kept while images built on it exist;"
+    log "  after rebuilding them (build-sandbox.sh), 'docker image prune' reclaims it"
 fi
 
 report_done

@@ -73,7 +73,7 @@ apt_install() {
         run_quiet "$aptlog" apt-get update || die "apt-get update failed"
         log "apt-get update done in $(since "$t0")"
     fi
-    log "apt-get install $* (log: $aptlog)"
+    log "apt-get install $*"
     t0=$(now_us)
     if ! run_quiet "$aptlog" apt-get install -y --no-install-recommends "$@"; then
         log "refreshing package lists (apt-get update) and retrying once"
@@ -81,6 +81,7 @@ apt_install() {
         run_quiet "$aptlog" apt-get install -y --no-install-recommends "$@" \
             || die "apt-get install $* failed (log: $aptlog)"
     fi
+    rm -f "$aptlog"  # kept only when something failed
     log "installed $* in $(since "$t0")"
 }
 

@@ -53,7 +53,7 @@ fi
 if command -v docker >/dev/null 2>&1; then
     info_err=$(docker info 2>&1 >/dev/null || true)
     if grep -qi 'permission denied' <<<"$info_err"; then
-        die 3 "a Docker engine is running but $(id -un) may not use its socket:
+        die 3 "a Docker engine is running but user '$(id -un)' may not use its socket:
     $info_err
 Fix: add yourself to the docker group and start a new login session:
     sudo usermod -aG docker $(id -un)    # then log out and back in (or: newgrp docker)"
@@ -78,11 +78,12 @@ fi
 
 # ---------------------------------------------------------------- packages
 need=()
-command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
-command -v docker >/dev/null 2>&1 || need+=(docker.io)
+if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; then
+    need+=(docker.io)  # engine, client, containerd, runc, tini (--init)
+fi
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 if (( ${#need[@]} )); then
-    apt_install $(printf '%s\n' "${need[@]}" | sort -u)
+    apt_install "${need[@]}"
 else
     log "dockerd is installed: $(dockerd --version 2>/dev/null || echo unknown version)"
 fi
@@ -117,11 +118,14 @@ configured_driver() {
 t0=$(now_us)
 if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
     log "cgroups: v2 (unified) at /sys/fs/cgroup, controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
-elif grep -q '^cgroup .* cgroup ' /proc/mounts; then
+elif awk '$3 == "cgroup" { found = 1 } END { exit !found }' /proc/mounts; then
     v1=$(awk '$3 == "cgroup" { n = split($2, p, "/"); printf "%s ", p[n] }' /proc/mounts)
     log "cgroups: v1 hierarchies mounted: $v1"
+    if awk '$3 == "cgroup2" { found = 1 } END { exit !found }' /proc/mounts; then
+        log "  (hybrid layout: cgroup2 also mounted at $(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts); the engine uses v1)"
+    fi
     for c in memory pids cpu; do
-        grep -q "^cgroup /sys/fs/cgroup/[^ ]*$c" /proc/mounts \
+        awk -v c="$c" '$3 == "cgroup" && ("," $4 ",") ~ ("," c ",") { found = 1 } END { exit !found }' /proc/mounts \
             || log "warning: cgroup v1 controller '$c' is not mounted; limits that need it will fail"
     done
 else
@@ -159,6 +163,7 @@ dockerd_pid() {
 }
 
 STARTED_PID=""
+LOG_OFFSET=0
 start_dockerd() {
     STARTED_PID=""
     if dockerd_pid >/dev/null; then
@@ -172,11 +177,22 @@ start_dockerd() {
     fi
     rm -f "$PIDFILE"  # stale: dockerd refuses to start while it exists
     mkdir -p "$(dirname "$DOCKERD_LOG")"
+    LOG_OFFSET=$(stat -c %s "$DOCKERD_LOG" 2>/dev/null || echo 0)
     log "starting dockerd in the background (log: $DOCKERD_LOG)"
     printf '\n==== %s: started by %s ====\n' "$(date -u +%FT%TZ)" "$0" >>"$DOCKERD_LOG"
     # setsid: its own session, so it outlives this script and its terminal.
     setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
     STARTED_PID=$!
+}
+
+# Last words of dockerd: its errors, else the end of the log (the grpc chatter is noise).
+show_dockerd_log() {
+    local errs
+    local recent
+    recent=$(tail -c "+$(( LOG_OFFSET + 1 ))" "$DOCKERD_LOG" 2>/dev/null || true)
+    errs=$(grep -E 'level=(error|fatal)|^failed to start|^Error' <<<"$recent" | tail -n 8 || true)
+    log "last errors in $DOCKERD_LOG:"
+    if [[ -n $errs ]]; then printf '%s\n' "$errs"; else tail -n 10 <<<"$recent"; fi | sed 's/^/    /' >&2
 }
 
 wait_for_engine() {
@@ -185,14 +201,14 @@ wait_for_engine() {
     deadline=$(( $(date +%s) + WAIT_S ))
     while ! docker_ok; do
         if (( $(date +%s) >= deadline )); then
-            log "the engine did not answer within ${WAIT_S}s; last lines of $DOCKERD_LOG:"
-            tail -n 20 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+            log "the engine did not answer within ${WAIT_S}s"
+            show_dockerd_log
             return 1
         fi
         if [[ -n $STARTED_PID ]] && ! kill -0 "$STARTED_PID" 2>/dev/null; then
             sleep 0.3  # it may be writing its last words
-            log "dockerd exited; last lines of $DOCKERD_LOG:"
-            tail -n 20 "$DOCKERD_LOG" | sed 's/^/    /' >&2
+            log "dockerd exited"
+            show_dockerd_log
             return 1
         fi
         sleep 0.25
@@ -201,11 +217,11 @@ wait_for_engine() {
 }
 
 stop_dockerd() {
-    local pid i
+    local pid _
     pid=$(dockerd_pid) || return 0
     log "stopping dockerd (pid $pid)"
     kill "$pid"
-    for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
     die "dockerd (pid $pid) did not stop"
 }
 
@@ -219,7 +235,11 @@ probe_engine() {
     if ! image_exists "$PROBE_IMAGE"; then
         local dir
         dir=$(mktemp -d)
-        mkdir -p "$dir/bin"
+        # The usual top-level directories, so that mount points such as /sbin/docker-init
+        # (for --init) exist with normal permissions rather than being created by runc.
+        mkdir -p "$dir"/{bin,sbin,etc,dev,proc,sys,tmp}
+        chmod 0755 "$dir" "$dir"/{bin,sbin,etc,dev,proc,sys}
+        chmod 1777 "$dir/tmp"
         cp "$tini" "$dir/bin/tini"
         tar --numeric-owner -C "$dir" -c . | docker import --change 'LABEL org.runner.probe=1' - "$PROBE_IMAGE" >/dev/null
         rm -rf "$dir"
@@ -237,26 +257,26 @@ probe_engine() {
     return 1
 }
 
-t0=$(now_us)
-start_dockerd
-wait_for_engine || die "the engine did not start (log: $DOCKERD_LOG)"
+try_engine() { start_dockerd && wait_for_engine && probe_engine; }
 
-if ! probe_engine; then
-    # Storage is what usually breaks inside VMs and containers: fall back and retry.
-    current=$(docker info --format '{{.Driver}}' 2>/dev/null || true)
+if ! try_engine; then
+    # Storage is what usually breaks inside VMs and containers (overlay on overlay,
+    # no d_type, ...): fall back to slower drivers that work anywhere, and retry.
+    [[ -z $FORCED_DRIVER ]] || die "the engine does not work with storage driver $FORCED_DRIVER \
+(RUNNER_DOCKER_STORAGE_DRIVER); unset it to let this script choose (log: $DOCKERD_LOG)"
+    failed=$(configured_driver); failed=${failed:-overlay2}
     ok=0
     for driver in fuse-overlayfs vfs; do
-        [[ $driver == "$current" ]] && continue
+        [[ $driver == "$failed" ]] && continue
         if [[ $driver == fuse-overlayfs ]]; then
-            [[ -e /dev/fuse ]] || continue
+            [[ -e /dev/fuse ]] || { log "no /dev/fuse: skipping fuse-overlayfs"; continue; }
             command -v fuse-overlayfs >/dev/null 2>&1 || apt_install fuse-overlayfs
         fi
-        log "retrying with storage driver $driver"
+        log "storage driver $failed does not work here; retrying with $driver"
         stop_dockerd
         daemon_json_set storage-driver "\"$driver\""
-        start_dockerd
-        wait_for_engine || continue
-        if probe_engine; then ok=1; break; fi
+        if try_engine; then ok=1; break; fi
+        failed=$driver
     done
     (( ok )) || die "containers do not run on this engine with any storage driver (log: $DOCKERD_LOG)"
 fi
