@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench venv clean docker-ready
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,18 @@ venv: $(STAMP)
 demo: $(STAMP)
 	RUNNER_HOME=$${RUNNER_HOME:-$(CURDIR)/.runner-demo} $(BIN)/runner demo
 
-test: $(STAMP)
+# The Docker tests talk to a real engine: start one if needed (as root: installs
+# Debian's docker.io), then build the sandbox images (cached: seconds when unchanged).
+docker-ready: $(STAMP)
+	bash sandbox_images/ensure-docker.sh
+	$(BIN)/runner images build
+
+test: docker-ready
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py
+	$(BIN)/python bench/bench_docker.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

@@ -58,10 +58,12 @@ def _read_code(source: str) -> str:
                                  param_hint="FILE") from None
 
 
-def _print_result(result: ExecutionResult) -> None:
+def _print_result(result: ExecutionResult, *, show_return: bool = False) -> None:
     """Human rendering: the program's own output first, then what the runner saw."""
     if result.stdout:
         click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
+    if show_return and result.status is Status.OK:
+        click.echo(json.dumps(result.return_value, ensure_ascii=False))
     if result.stderr:
         click.echo(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
     if result.error is not None:
@@ -74,6 +76,8 @@ def _print_result(result: ExecutionResult) -> None:
              f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
     if result.stdout_truncated or result.stderr_truncated:
         notes.append("output truncated")
+    if show_return and result.return_is_repr:
+        notes.append("return value has no JSON form: shown as its repr")
     click.echo("-- " + " · ".join(notes), err=True)
 
 
@@ -107,6 +111,129 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
         click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
     else:
         _print_result(result)
+    sys.exit(0 if result.status is Status.OK else 1)
+
+
+def _load_set(path: str) -> Any:
+    from .functions import FunctionSet
+
+    # Reading a file changes no function, so nothing goes to the function history.
+    return FunctionSet.load(path, log_store=False)
+
+
+_SET_FILE = click.Path(exists=True, dir_okay=False)
+
+
+@main.group("functions")
+def functions_group() -> None:
+    """Function sets: show them, export their schemas, read their history.
+
+    A set file is a JSON list of function specs (name, description, parameters or
+    arguments, packages, code), as the AgentOptimizer writes it, or the object that
+    FunctionSet.save writes: {"name": ..., "functions": [...]}.
+    """
+
+
+@functions_group.command("show")
+@click.argument("path", metavar="FILE", type=_SET_FILE)
+@click.option("--code", "show_code", is_flag=True, help="Also print each function's code.")
+@click.option("--json", "as_json", is_flag=True, help="Print the set in canonical JSON.")
+def functions_show(path: str, show_code: bool, as_json: bool) -> None:
+    """Names, versions, descriptions, arguments and packages of the functions in FILE."""
+    from .functions.render import render_function_set
+
+    function_set = _load_set(path)
+    if as_json:
+        click.echo(json.dumps(function_set.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        click.echo(render_function_set(function_set, code=show_code), nl=False)
+
+
+@functions_group.command("schema")
+@click.argument("path", metavar="FILE", type=_SET_FILE)
+@click.argument("name", required=False)
+@click.option("--format", "output_format", type=click.Choice(["openai", "json"]), default="openai",
+              show_default=True,
+              help="openai: tool definitions for a chat API; json: name, description and "
+                   "JSON Schema of each function.")
+def functions_schema(path: str, name: str | None, output_format: str) -> None:
+    """The schemas of the functions in FILE (of function NAME only, if given)."""
+    function_set = _load_set(path)
+    if name is not None and name not in function_set:
+        raise click.BadParameter(f"{path} has no function {name!r}; it has: "
+                                 f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
+    specs = [function_set[name]] if name is not None else function_set.specs
+    if output_format == "openai":
+        items = [spec.to_openai_tool() for spec in specs]
+    else:
+        items = [{"name": spec.name, "description": spec.description,
+                  "parameters": spec.parameters} for spec in specs]
+    click.echo(json.dumps(items[0] if name is not None else items, ensure_ascii=False, indent=2))
+
+
+@functions_group.command("history")
+@click.argument("set_name", metavar="[SET]", required=False)
+@click.argument("function", required=False)
+@click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def functions_history(set_name: str | None, function: str | None, count: int | None,
+                      as_json: bool) -> None:
+    """Recorded changes of function sets (of one SET, or one FUNCTION of it), with diffs."""
+    from .functions.render import render_history
+    from .logs import FunctionVersionLog
+    from .paths import log_db_path
+
+    records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
+    if as_json:
+        click.echo(json.dumps([r.model_dump(mode="json") for r in records], ensure_ascii=False))
+    else:
+        click.echo(render_history(records), nl=False)
+
+
+def _parse_arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--args") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object of argument names and values, e.g. "
+                                 """'{"x": 1}'""", param_hint="--args")
+    return value
+
+
+@main.command("call")
+@click.argument("path", metavar="FILE", type=_SET_FILE)
+@click.argument("name")
+@click.option("--args", "arguments_text", default="{}", show_default=True, metavar="JSON",
+              help="The arguments, as one JSON object.")
+@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+              show_default=True, help="Isolation tier.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+              help="Wall-clock limit in seconds (default 10).")
+@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+              help="Memory limit in MB (default 256).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+def call_command(path: str, name: str, arguments_text: str, backend: str,
+                 timeout_s: float | None, memory_mb: int | None, as_json: bool) -> None:
+    """Call function NAME of the set in FILE with --args, in the sandbox.
+
+    The arguments are checked against the function's schema first (status invalid_args
+    if they do not fit). Exit status 0 only when the status is ok.
+    """
+    from .sandbox import Sandbox
+
+    arguments = _parse_arguments(arguments_text)
+    function_set = _load_set(path)
+    if name not in function_set:
+        raise click.BadParameter(f"{path} has no function {name!r}; it has: "
+                                 f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
+    limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+    with Sandbox(backend=backend, source="cli", limits=limits) as sandbox:
+        result = sandbox.call(function_set, name, arguments)
+    if as_json:
+        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+    else:
+        _print_result(result, show_return=True)
     sys.exit(0 if result.status is Status.OK else 1)
 
 
@@ -170,3 +297,13 @@ def demo_command(backend: str) -> None:
     ctx = click.get_current_context()
     click.echo("\n$ runner logs list -n 10 --source demo")
     ctx.invoke(logs_list, status=None, backend=None, source="demo", count=10, as_json=False)
+
+
+def _register_docker_commands() -> None:
+    from .cli_docker import doctor_command, images_group
+
+    main.add_command(doctor_command)
+    main.add_command(images_group)
+
+
+_register_docker_commands()

@@ -54,3 +54,27 @@ class LogStoreError(RunnerError):
 
 class NotFoundError(RunnerError):
     code = "NOT_FOUND"
+
+
+class FunctionDefinitionError(ConfigurationError):
+    """A Python callable cannot become a sandboxed function (found at decoration time)."""
+
+    code = "FUNCTION_DEFINITION"
+
+
+class FunctionSpecError(ConfigurationError):
+    """A function spec (from a file, a model or code) has a shape or value runner cannot use."""
+
+    code = "FUNCTION_SPEC"
+
+
+class FunctionNotFoundError(NotFoundError):
+    """A function set has no function of that name."""
+
+    code = "FUNCTION_NOT_FOUND"
+
+
+class FunctionExistsError(ConfigurationError):
+    """A function set already has a function of that name."""
+
+    code = "FUNCTION_EXISTS"

@@ -85,6 +85,21 @@ class Sandbox:
         return Session(self, self._backend.open_session(template), limits=limits,
                        packages=packages, budget_s=budget_s)
 
+    def call(self, function: Any, arguments_or_name: Any = None, arguments: Any = None, *,
+             limits: Limits | None = None) -> ExecutionResult:
+        """Call a sandboxed function: `call(spec_or_tool, args)` or `call(function_set, name, args)`.
+
+        Arguments are validated first (status `invalid_args` if they do not fit); see
+        `runner.functions.call`.
+        """
+        from .functions.call import call_function
+
+        if self._closed:  # also for calls refused before running, which never reach execute()
+            raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+        if isinstance(arguments_or_name, str):
+            return call_function(self, function, arguments_or_name, arguments, limits=limits)
+        return call_function(self, function, None, arguments_or_name, limits=limits)
+
     @property
     def backend(self) -> str:
         return self._backend.name

@@ -302,21 +302,22 @@ def test_a_new_migration_is_applied_to_an_existing_database(db: Path) -> None:
     request, result = make_pair()
     with LogStore(db) as s:
         s.record_execution(request, result)
-    extra = Migration(2, "notes", "CREATE TABLE notes (id TEXT REFERENCES executions(id), text TEXT);")
+    extra = Migration(len(MIGRATIONS) + 1, "notes",
+                      "CREATE TABLE notes (id TEXT REFERENCES executions(id), text TEXT);")
     with LogStore(db, migrations=[*MIGRATIONS, extra]) as s:
         assert s.get_execution(result.id).id == result.id
     with raw(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
         assert conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 0
 
 
 def test_a_failing_migration_changes_nothing(db: Path) -> None:
     LogStore(db).close()
-    broken = Migration(2, "broken", "CREATE TABLE half (a); CREATE TABLE executions (x);")
-    with pytest.raises(LogStoreError, match="migration 2"):
+    broken = Migration(len(MIGRATIONS) + 1, "broken", "CREATE TABLE half (a); CREATE TABLE executions (x);")
+    with pytest.raises(LogStoreError, match=f"migration {len(MIGRATIONS) + 1}"):
         LogStore(db, migrations=[*MIGRATIONS, broken])
     with raw(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchone() is None
 
 

@@ -1,19 +1,24 @@
-"""The log store: executions (and later agent runs, turns, function versions) in SQLite.
+"""The log store: executions, function versions (and later agent runs, turns) in SQLite.
 
 `LogStore` writes and reads the database, `render_execution` and
-`render_execution_list` turn records into plain text for the CLI.
+`render_execution_list` turn records into plain text for the CLI, and
+`FunctionVersionLog` keeps the history of function sets.
 """
 
 from __future__ import annotations
 
+from runner.logs.functions import Author, FunctionVersionLog, FunctionVersionRecord
 from runner.logs.migrations import MIGRATIONS, Migration
 from runner.logs.render import format_duration, render_execution, render_execution_list
 from runner.logs.store import SPOOL_NAME, ExecutionRecord, LogStore
 
 __all__ = [
     "MIGRATIONS",
+    "Author",
     "SPOOL_NAME",
     "ExecutionRecord",
+    "FunctionVersionLog",
+    "FunctionVersionRecord",
     "LogStore",
     "Migration",
     "format_duration",

@@ -63,6 +63,27 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX executions_source ON executions (source);
         """,
     ),
+    Migration(
+        2,
+        "function_versions table",
+        """
+        CREATE TABLE function_versions (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,  -- order of the changes
+            changed_at    TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            set_name      TEXT NOT NULL,            -- the FunctionSet's name
+            function      TEXT NOT NULL,
+            version       INTEGER NOT NULL,         -- after the change (the removed one for remove)
+            action        TEXT NOT NULL,            -- add, replace, remove
+            author_kind   TEXT NOT NULL,            -- person, optimizer
+            author        TEXT NOT NULL,            -- a person's name, or an optimizer run id
+            note          TEXT NOT NULL DEFAULT '',
+            spec_json     TEXT,                     -- the whole spec after the change; NULL for remove
+            code_diff     TEXT NOT NULL DEFAULT ''  -- unified diff of the code, before -> after
+        );
+        CREATE INDEX function_versions_function ON function_versions (set_name, function, version);
+        CREATE INDEX function_versions_changed_at ON function_versions (changed_at);
+        """,
+    ),
 ]
 
 

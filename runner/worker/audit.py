@@ -52,13 +52,22 @@ class suspended:
         _busy = self._was
 
 
+_readable: tuple[str, ...] | None = None
+
+
+def prepare() -> None:
+    """Work out the readable roots once, in the zygote, so no child pays for it."""
+    global _readable
+    _readable = _readable_roots()
+
+
 def install() -> None:
     """Add the hook (idempotent; call it in the child, never in the zygote)."""
     global _installed
     if _installed:
         return
     _installed = True
-    readable = _readable_roots()
+    readable = _readable or _readable_roots()
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         global _busy

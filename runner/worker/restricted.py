@@ -50,6 +50,8 @@ class RestrictedExecutor:
 
             harden_sympy(self.guards)
             self._warm_sympy()
+        audit.prepare()
+        self.guards.builtins_table()  # built once here, shared copy-on-write by children
         return self.preloaded
 
     def _warm_sympy(self) -> None:

@@ -1,0 +1,49 @@
+"""Plain-text views of function sets and their history, for the CLI."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..logs.functions import FunctionVersionRecord
+from .sets import FunctionSet
+
+
+def render_function_set(function_set: FunctionSet, *, code: bool = False) -> str:
+    """Each function: name and version, description, arguments, packages (and code)."""
+    count = len(function_set)
+    lines = [f"{function_set.name} ({count} function{'' if count == 1 else 's'})"]
+    for spec in function_set:
+        lines += ["", f"{spec.name}  v{function_set.version(spec.name)}"]
+        if spec.description:
+            lines += textwrap.wrap(spec.description, width=88, initial_indent="  ",
+                                   subsequent_indent="  ")
+        rows = spec.argument_summary()
+        if rows:
+            lines.append("  arguments:")
+            width = max(len(name) for name, *_ in rows)
+            type_width = max(len(kind) for _, kind, *_ in rows)
+            for name, kind, required, description in rows:
+                flag = "required" if required else "optional"
+                text = f"    {name:<{width}}  {kind:<{type_width}}  {flag}"
+                lines.append(f"{text}  {description}".rstrip())
+        else:
+            lines.append("  arguments: none")
+        lines.append(f"  packages: {', '.join(spec.packages) if spec.packages else 'none'}")
+        if code:
+            lines += ["  code:", textwrap.indent(spec.code.rstrip("\n"), "    ")]
+    return "\n".join(lines) + "\n"
+
+
+def render_history(records: list[FunctionVersionRecord], *, diffs: bool = True) -> str:
+    """One block per change, oldest first: when, what, who, and the code diff."""
+    if not records:
+        return "no recorded changes\n"
+    lines: list[str] = []
+    for record in records:
+        when = record.changed_at.strftime("%Y-%m-%d %H:%M:%S")
+        note = f"  ({record.note})" if record.note else ""
+        lines.append(f"{when}  {record.set_name}.{record.function} v{record.version}  "
+                     f"{record.action} by {record.author}{note}")
+        if diffs and record.code_diff:
+            lines.append(textwrap.indent(record.code_diff.rstrip("\n"), "    "))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,185 @@
+"""The history of function sets in the log database: who changed which function, and how.
+
+One row per change (add, replace, remove) in the `function_versions` table (migration 2):
+the set and function names, the version after the change, the author (a person, or an
+optimizer run), the whole spec and a unified diff of the code. Rows are only ever added.
+
+`FunctionVersionLog` takes a `LogStore` (or the path of its database) and uses short
+connections of its own on that file, so it needs nothing from the store but its path and
+its migrations; WAL mode lets these connections and the store's write side by side.
+"""
+
+from __future__ import annotations
+
+import difflib
+import getpass
+import json
+import os
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from runner.errors import LogStoreError
+from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, LogStore
+
+Action = Literal["add", "replace", "remove"]
+
+_COLUMNS = ("id", "changed_at", "set_name", "function", "version", "action", "author_kind",
+            "author", "note", "spec_json", "code_diff")
+
+
+class Author(BaseModel):
+    """Who made a change: a person (by name) or an optimizer run (by its id)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["person", "optimizer"]
+    name: str
+
+    @classmethod
+    def person(cls, name: str | None = None) -> Author:
+        """A person; by default the user running this process."""
+        return cls(kind="person", name=name or _current_user())
+
+    @classmethod
+    def optimizer(cls, run_id: str) -> Author:
+        return cls(kind="optimizer", name=run_id)
+
+    @classmethod
+    def of(cls, value: Author | str | None) -> Author:
+        """An Author as given, a person named by a string, or the current user for None."""
+        if isinstance(value, Author):
+            return value
+        return cls.person(value)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no name for this uid (containers): the uid is still a fact
+        return f"uid {os.getuid()}"
+
+
+class FunctionVersionRecord(BaseModel):
+    """One change of one function in one set."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    changed_at: datetime
+    set_name: str
+    function: str
+    version: int
+    action: Action
+    author: Author
+    note: str = ""
+    spec: dict[str, Any] | None = None
+    code_diff: str = ""
+
+
+def code_diff(before: str, after: str, *, function: str, before_version: int | None,
+              after_version: int | None) -> str:
+    """A unified diff of two versions of a function's code ('' when they are equal)."""
+    old = f"{function} v{before_version}" if before_version else "/dev/null"
+    new = f"{function} v{after_version}" if after_version else "/dev/null"
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 fromfile=old, tofile=new)
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)
+
+
+class FunctionVersionLog:
+    """Reads and writes function-version rows in the log database of a LogStore."""
+
+    def __init__(self, store: LogStore | Path | str, *,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        if isinstance(store, LogStore):
+            self._path = store.path  # an open store has applied every migration
+        else:
+            self._path = Path(store)
+            LogStore(self._path).close()  # create or migrate the database
+        self._timeout = busy_timeout_s
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def record(self, *, set_name: str, function: str, version: int, action: Action,
+               author: Author, spec: dict[str, Any] | None, diff: str, note: str = ""
+               ) -> FunctionVersionRecord:
+        """Append one change; raises LogStoreError if it cannot be written (nothing is lost
+        silently: the caller applies the change only after this returns)."""
+        changed_at = datetime.now(timezone.utc)
+        row = {"changed_at": changed_at.isoformat(timespec="microseconds"), "set_name": set_name,
+               "function": function, "version": version, "action": action,
+               "author_kind": author.kind, "author": author.name, "note": note,
+               "spec_json": json.dumps(spec, ensure_ascii=False) if spec is not None else None,
+               "code_diff": diff}
+        names = list(row)
+        sql = (f"INSERT INTO function_versions ({', '.join(names)}) "
+               f"VALUES ({', '.join(':' + n for n in names)})")
+        row_id = self._run(lambda conn: conn.execute(sql, row).lastrowid, "write to")
+        return FunctionVersionRecord(id=int(row_id), changed_at=changed_at, set_name=set_name,
+                                     function=function, version=version, action=action,
+                                     author=author, note=note, spec=spec, code_diff=diff)
+
+    def history(self, set_name: str | None = None, function: str | None = None, *,
+                limit: int | None = None) -> list[FunctionVersionRecord]:
+        """Changes matching the filters, oldest first (the last `limit` ones if given)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if set_name is not None:
+            clauses.append("set_name = ?")
+            params.append(set_name)
+        if function is not None:
+            clauses.append("function = ?")
+            params.append(function)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM function_versions{where} ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
+        return [_record(row) for row in reversed(rows)]
+
+    def latest(self, set_name: str, function: str) -> FunctionVersionRecord | None:
+        records = self.history(set_name, function, limit=1)
+        return records[0] if records else None
+
+    def _run(self, work: Any, verb: str) -> Any:
+        with self._lock:
+            try:
+                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise _error(self._path, verb, exc) from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                return work(conn)
+            except sqlite3.Error as exc:
+                raise _error(self._path, verb, exc) from exc
+            finally:
+                conn.close()
+
+
+def _error(path: Path, verb: str, exc: sqlite3.Error) -> LogStoreError:
+    return LogStoreError(f"cannot {verb} the function history in {path}: {exc}",
+                         fix="check that the log database is writable and not locked for long; "
+                             "`runner logs path` shows where it is")
+
+
+def _record(row: tuple[Any, ...]) -> FunctionVersionRecord:
+    r = dict(zip(_COLUMNS, row, strict=True))
+    return FunctionVersionRecord(
+        id=r["id"], changed_at=datetime.fromisoformat(r["changed_at"]), set_name=r["set_name"],
+        function=r["function"], version=r["version"], action=r["action"],
+        author=Author(kind=r["author_kind"], name=r["author"]), note=r["note"],
+        spec=json.loads(r["spec_json"]) if r["spec_json"] is not None else None,
+        code_diff=r["code_diff"])
