@@ -78,3 +78,33 @@ class FunctionExistsError(ConfigurationError):
     """A function set already has a function of that name."""
 
     code = "FUNCTION_EXISTS"
+
+
+class LLMError(RunnerError):
+    """The language model's server could not give a usable reply (after any retries)."""
+
+    code = "LLM_ERROR"
+
+
+class LLMUnavailableError(LLMError):
+    """No answer from the server: connection refused, timed out, or kept failing (429, 5xx)."""
+
+    code = "LLM_UNAVAILABLE"
+
+
+class LLMAuthenticationError(LLMError):
+    """The server refused the API key."""
+
+    code = "LLM_AUTHENTICATION"
+
+
+class LLMRequestError(LLMError):
+    """The server refused the request itself (unknown model, bad parameter, context too long)."""
+
+    code = "LLM_REQUEST"
+
+
+class ToolsNotSupportedError(LLMRequestError):
+    """The model or server rejects the `tools` parameter of native function calling."""
+
+    code = "TOOLS_UNSUPPORTED"

@@ -98,6 +98,7 @@ class ExecutionRequest(_Frozen):
     packages: tuple[str, ...] = ()
     preamble: tuple[SourceFile, ...] = ()
     call: FunctionCall | None = None
+    filename: str | None = None  # how tracebacks name `code` (default "<code>")
 
     def worker_message(self, run_id: str) -> dict[str, Any]:
         """The request as the worker program reads it."""
@@ -107,6 +108,8 @@ class ExecutionRequest(_Frozen):
             message["preamble"] = [[source.filename, source.code] for source in self.preamble]
         if self.call is not None:
             message["call"] = self.call.model_dump()
+        if self.filename:
+            message["filename"] = self.filename
         return message
 
 

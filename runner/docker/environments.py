@@ -103,7 +103,7 @@ def _installed_versions(target: Path) -> dict[str, str]:
     for info in target.glob("*.dist-info"):
         match = re.match(r"(.+)-([^-]+)\.dist-info$", info.name)
         if match:
-            versions[canonicalize_name(match.group(1))] = match.group(2)
+            versions[str(canonicalize_name(match.group(1)))] = match.group(2)
     return versions
 
 

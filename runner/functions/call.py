@@ -46,7 +46,8 @@ def build_request(spec: FunctionSpec, arguments: dict[str, Any], *,
     return ExecutionRequest(
         code=spec.code, limits=limits, packages=tuple(packages),
         preamble=tuple(SourceFile(filename=source_filename(s.name), code=s.code) for s in others),
-        call=FunctionCall(name=spec.name, arguments=arguments))
+        call=FunctionCall(name=spec.name, arguments=arguments),
+        filename=source_filename(spec.name))
 
 
 def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: str | None,

@@ -427,6 +427,9 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
             packages=json.loads(r["packages_json"]),
         )
         result = json.loads(r["result_json"]) if r["result_json"] else {}
+        if error is not None and isinstance(result.get("error"), dict):
+            # Fields of the error that have no column (e.g. a structured detail).
+            error = {**result["error"], **error}
         result.update(
             id=r["id"],
             backend=r["backend"],

@@ -41,7 +41,7 @@ def run_request(
 ) -> dict[str, Any]:
     """Execute a request; returns the outcome dict the parent judges."""
     sources = [(str(name), str(text)) for name, text in request.get("preamble") or ()]
-    sources.append((USER_FILENAME, request["code"]))
+    sources.append((str(request.get("filename") or USER_FILENAME), request["code"]))
     user_files = frozenset(name for name, _ in sources)
 
     def describe(exc: BaseException) -> dict[str, str]:
@@ -61,12 +61,15 @@ def run_request(
                                                 "traceback": ""}}
     outcome: dict[str, Any]
     try:
-        for code in compiled:
+        for code in compiled[:-1]:
             exec(code, namespace)  # noqa: S102 - compiled by the executor's policy
+        before = dict(namespace)
+        exec(compiled[-1], namespace)  # noqa: S102
         outcome = {"kind": "ok"}
         call = request.get("call")
         if call:
-            outcome = _call(namespace, call)
+            own = {k: v for k, v in namespace.items() if before.get(k) is not v}
+            outcome = _call(namespace, call, own)
     except refusal as exc:
         outcome = {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
                                                "traceback": ""}}
@@ -82,11 +85,12 @@ def run_request(
     return outcome
 
 
-def _call(namespace: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+def _call(namespace: dict[str, Any], call: dict[str, Any], own: dict[str, Any]
+          ) -> dict[str, Any]:
     name = call.get("name")
     function = namespace.get(name) if isinstance(name, str) else None
     if function is None or not callable(function):
-        defined = _defined_functions(namespace)
+        defined = _defined_functions(own)  # what this code defines, not the preamble
         return {"kind": "error", "error": {
             "type": "FunctionNotDefined",
             "message": f"the code does not define a function named {name!r}; it defines: "

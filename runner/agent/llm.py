@@ -1,0 +1,317 @@
+"""The language model: any OpenAI-compatible chat-completions server, through the `openai` SDK.
+
+`OpenAIChat.complete(messages, tools=...)` sends one request and returns a `ChatReply`:
+the assistant message as received (content, tool calls), the whole response body, token
+usage, latency and how many retries it took. Transient failures (rate limits, 5xx, a
+refused or dropped connection, a timeout) are retried here with exponential backoff,
+honouring a server's Retry-After; the SDK's own retries are switched off so that there is
+one retry policy and it is visible in the log.
+
+Every exception of the SDK is translated here, once, into the `LLMError` tree of
+`runner.errors`: a caller never sees an `openai` exception. A server or model that rejects
+the `tools` parameter becomes `ToolsNotSupportedError`, whose fix suggests `--protocol json`.
+
+`ChatModel` is the interface the agent loop needs; tests and other clients may implement
+it without the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import (
+    ConfigurationError,
+    LLMAuthenticationError,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailableError,
+    ToolsNotSupportedError,
+)
+
+Message = dict[str, Any]
+
+# Words in a 4xx error body that say the request was refused because of function calling.
+_TOOL_WORDS = ("tool", "function call", "function_call", "functions")
+_TOOLS_FIX = ("use a protocol that needs no native function calling: `--protocol json` "
+              "(or text), i.e. Agent(protocol='json'); or enable tool calling on the server "
+              "(vLLM: --enable-auto-tool-choice --tool-call-parser ...)")
+
+
+class ToolCall(BaseModel):
+    """One native function call in an assistant message; `arguments` is the raw JSON text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatReply(BaseModel):
+    """One assistant reply, as received."""
+
+    model_config = ConfigDict(frozen=True)
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    message: Message = Field(default_factory=dict)  # the assistant message, to send back as history
+    response: dict[str, Any] = Field(default_factory=dict)  # the whole response body
+    finish_reason: str | None = None
+    model: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_ms: int = 0
+    retries: int = 0
+
+
+class ChatModel(Protocol):
+    """What the agent loop needs from a model."""
+
+    model: str
+
+    def complete(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None
+                 ) -> ChatReply: ...
+
+
+class OpenAIChat:
+    """A chat model behind an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp, LiteLLM).
+
+    `model`, `base_url` and `api_key` fall back to `RUNNER_MODEL`, `OPENAI_BASE_URL` and
+    `OPENAI_API_KEY`. Without a model name, a server that serves exactly one model is asked
+    for its name. Without an API key, a custom `base_url` gets a placeholder (local servers
+    need none); the OpenAI service itself needs a real one.
+    """
+
+    def __init__(self, model: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, timeout_s: float = 120.0, max_retries: int = 4,
+                 backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 temperature: float | None = None, max_tokens: int | None = None,
+                 extra_body: dict[str, Any] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        import openai
+
+        if timeout_s <= 0:
+            raise ConfigurationError(f"timeout_s must be positive, got {timeout_s}",
+                                     fix="pass a timeout in seconds, e.g. 120")
+        if max_retries < 0:
+            raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries}",
+                                     fix="pass 0 for no retries")
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None:
+            if self.base_url is None:
+                raise ConfigurationError(
+                    "no API key for the OpenAI service",
+                    fix="set OPENAI_API_KEY or pass --api-key; for a local server, set "
+                        "OPENAI_BASE_URL or pass --base-url")
+            api_key = "not-needed"  # local servers ignore it, the SDK insists on one
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.extra_body = dict(extra_body or {})
+        self._sleep = sleep
+        self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url,
+                                     timeout=timeout_s, max_retries=0)
+        if self.base_url is None:
+            self.base_url = str(self._client.base_url)
+        self.model = model or os.environ.get("RUNNER_MODEL") or self._only_served_model()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- requests --------------------------------------------------------------------------
+
+    def request_body(self, messages: Sequence[Message],
+                     tools: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The JSON body sent for these messages (what the log keeps)."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
+        if tools:
+            body["tools"] = list(tools)
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
+
+    def complete(self, messages: Sequence[Message], *, tools: Sequence[dict[str, Any]] | None = None
+                 ) -> ChatReply:
+        """One assistant reply; retries transient failures, raises an LLMError otherwise."""
+        body = self.request_body(messages, tools)
+        arguments = {key: value for key, value in body.items()}
+        if self.extra_body:
+            arguments["extra_body"] = self.extra_body
+        retries = 0
+        started = time.monotonic()
+        while True:
+            try:
+                response = self._client.chat.completions.create(**arguments)
+                break
+            except Exception as exc:  # translated below, once
+                error, transient, wait = self._translate(exc, tools=bool(tools))
+                if not transient or retries >= self.max_retries:
+                    if transient and retries:
+                        error = type(error)(f"{error.message} (after {retries} retries)",
+                                            fix=error.fix)
+                    raise error from exc
+                retries += 1
+                self._sleep(wait if wait is not None else self._backoff(retries))
+        latency_ms = int((time.monotonic() - started) * 1000)
+        return _reply(response, latency_ms=latency_ms, retries=retries)
+
+    def _backoff(self, attempt: int) -> float:
+        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        return delay * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
+
+    def _only_served_model(self) -> str:
+        fix = "pass --model or set RUNNER_MODEL"
+        try:
+            served = [item.id for item in self._client.models.list()]
+        except Exception as exc:
+            error, _, _ = self._translate(exc, tools=False)
+            raise ConfigurationError(f"no model name given, and the server at {self.base_url} "
+                                     f"did not list its models ({error.message})", fix=fix) from exc
+        if len(served) != 1:
+            listed = ", ".join(served[:10]) or "none"
+            raise ConfigurationError(f"no model name given, and the server at {self.base_url} "
+                                     f"serves {len(served)} models ({listed})", fix=fix)
+        return served[0]
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _translate(self, exc: Exception, *, tools: bool) -> tuple[LLMError, bool, float | None]:
+        """(the runner error, whether a retry may help, how long the server asked us to wait)."""
+        import openai
+
+        where = f"the model server at {self.base_url}"
+        if isinstance(exc, openai.APITimeoutError):
+            return (LLMUnavailableError(f"{where} did not answer within {self.timeout_s:g} s",
+                                        fix="check that the server is up and not overloaded, or "
+                                            "raise the timeout (--llm-timeout)"), True, None)
+        if isinstance(exc, openai.APIConnectionError):
+            return (LLMUnavailableError(f"cannot reach {where}: {_cause(exc)}",
+                                        fix="check --base-url / OPENAI_BASE_URL and that the "
+                                            "server is running"), True, None)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = _error_text(exc)
+            wait = _retry_after(exc)
+            if status == 429 or status >= 500:
+                return (LLMUnavailableError(f"{where} answered HTTP {status}: {detail}",
+                                            fix="wait and retry; check the server's logs and "
+                                                "rate limits"), True, wait)
+            if status in (401, 403):
+                return (LLMAuthenticationError(f"{where} refused the API key (HTTP {status}): {detail}",
+                                               fix="check OPENAI_API_KEY or --api-key"), False, None)
+            if tools and status in (400, 404, 422, 501) and _mentions_tools(detail):
+                return (ToolsNotSupportedError(
+                    f"model {self.model!r} at {where} rejects native tool calls "
+                    f"(HTTP {status}: {detail})", fix=_TOOLS_FIX), False, None)
+            if status == 404:
+                return (LLMRequestError(f"{where} answered 404 for model {self.model!r}: {detail}",
+                                        fix="check --model / RUNNER_MODEL and that --base-url "
+                                            "ends in /v1"), False, None)
+            return (LLMRequestError(f"{where} refused the request (HTTP {status}): {detail}",
+                                    fix="check the model name and the server's limits (context "
+                                        "length, parameters)"), False, None)
+        if isinstance(exc, openai.OpenAIError):
+            return (LLMError(f"the OpenAI SDK failed talking to {where}: {exc}",
+                             fix="check the server's logs; retry"), False, None)
+        return (LLMError(f"unexpected failure talking to {where}: {type(exc).__name__}: {exc}",
+                         fix="this may be a bug in runner; please report it"), False, None)
+
+
+def _reply(response: Any, *, latency_ms: int, retries: int) -> ChatReply:
+    data = response.model_dump(mode="json", exclude_unset=True) if hasattr(response, "model_dump") \
+        else dict(response)
+    choices = data.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        raise LLMError("the model server answered without a choice (an empty reply)",
+                       fix="check the server's logs; the model may have failed to load")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    calls: list[ToolCall] = []
+    history_calls: list[dict[str, Any]] = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # a few servers send an object, not JSON text
+            arguments = json.dumps(arguments if arguments is not None else {})
+        call_id = str(call.get("id") or f"call_{index}")
+        calls.append(ToolCall(id=call_id, name=str(function.get("name") or ""), arguments=arguments))
+        history_calls.append({"id": call_id, "type": "function",
+                              "function": {"name": str(function.get("name") or ""),
+                                           "arguments": arguments}})
+    assistant: Message = {"role": "assistant", "content": content if content is not None else ""}
+    if history_calls:
+        assistant["tool_calls"] = history_calls
+    usage = data.get("usage") or {}
+    return ChatReply(
+        content=content if isinstance(content, str) else "", tool_calls=tuple(calls),
+        message=assistant, response=data, finish_reason=choice.get("finish_reason"),
+        model=data.get("model"),
+        usage=Usage(prompt_tokens=usage.get("prompt_tokens"),
+                    completion_tokens=usage.get("completion_tokens")),
+        latency_ms=latency_ms, retries=retries)
+
+
+def _cause(exc: BaseException) -> str:
+    inner = exc.__cause__ or exc.__context__
+    return f"{type(inner).__name__}: {inner}" if inner is not None else str(exc)
+
+
+def _error_text(exc: Any) -> str:
+    """The server's own words: the error body's message if it has one, else the raw body."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict):
+            body = inner
+        message = body.get("message") or body.get("detail") or (inner if isinstance(inner, str) else None)
+        if message:
+            return str(message)[:500]
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    response = getattr(exc, "response", None)
+    text = getattr(response, "text", None) if response is not None else None
+    return (text or str(exc))[:500]
+
+
+def _mentions_tools(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _TOOL_WORDS)
+
+
+def _retry_after(exc: Any) -> float | None:
+    """Seconds the server asked us to wait (Retry-After or retry-after-ms), capped at a minute."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date: fall back to our own backoff
+        if 0 <= seconds <= 60:
+            return seconds
+    return None
