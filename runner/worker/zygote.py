@@ -261,11 +261,16 @@ def _judge_outcome(outcome: dict[str, Any], limits: dict[str, Any]) -> dict[str,
             "return_value": None}
 
 
-class Spare:
-    """A child forked ahead of time, set up and blocked until it is handed a request."""
+class ForkedChild:
+    """A child forked with its four pipes: stdout, stderr, result (to us), requests (to it).
 
-    def __init__(self, executor: Executor, base_dir: str) -> None:
-        self.workdir = tempfile.mkdtemp(prefix="run-", dir=base_dir)
+    `main` is what the child runs (child_main for one request, session_main for many);
+    it sets itself up and then blocks until a request arrives on its pipe.
+    """
+
+    def __init__(self, executor: Executor, base_dir: str, main: Callable[..., Any],
+                 prefix: str) -> None:
+        self.workdir = tempfile.mkdtemp(prefix=prefix, dir=base_dir)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
@@ -274,12 +279,19 @@ class Spare:
         if pid == 0:
             for fd in (out_r, err_r, res_r, go_w):
                 os.close(fd)
-            child_main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
-                       result_fd=res_w, request_fd=go_r)
+            main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
+                 result_fd=res_w, request_fd=go_r)
         for fd in (out_w, err_w, res_w, go_r):
             os.close(fd)
         self.pid = pid
         self.out_r, self.err_r, self.res_r, self.go_w = out_r, err_r, res_r, go_w
+
+
+class Spare(ForkedChild):
+    """A child forked ahead of time, set up and blocked until it is handed a request."""
+
+    def __init__(self, executor: Executor, base_dir: str) -> None:
+        super().__init__(executor, base_dir, child_main, "run-")
 
     def discard(self) -> None:
         os.close(self.go_w)  # end of file: the child exits
@@ -316,28 +328,14 @@ def run_one(spare: Spare, request: dict[str, Any],
     return _finish(_judge(watch, limits), watch), watch.reaped
 
 
-class SessionChild:
+class SessionChild(ForkedChild):
     """A child that keeps its namespace between requests; lives until closed or killed."""
 
     def __init__(self, executor: Executor, base_dir: str) -> None:
-        self.workdir = tempfile.mkdtemp(prefix="session-", dir=base_dir)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        res_r, res_w = os.pipe()
-        go_r, go_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            for fd in (out_r, err_r, res_r, go_w):
-                os.close(fd)
-            session_main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
-                         result_fd=res_w, request_fd=go_r)
-        for fd in (out_w, err_w, res_w, go_r):
-            os.close(fd)
-        for fd in (out_r, err_r, res_r):
+        super().__init__(executor, base_dir, session_main, "session-")
+        for fd in (self.out_r, self.err_r, self.res_r):
             os.set_blocking(fd, False)
-        self.pid = pid
-        self.pidfd = _open_pidfd(pid)
-        self.out_r, self.err_r, self.res_r, self.go_w = out_r, err_r, res_r, go_w
+        self.pidfd = _open_pidfd(self.pid)
         self.alive = True
         self.blocks = 0
 
