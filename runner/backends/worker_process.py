@@ -85,10 +85,15 @@ class WorkerProcess:
             self.kill()
             raise WorkerLost(f"could not send the request to the worker: {exc}") from None
         try:
-            return self._read(deadline)
+            reply = self._read(deadline)
         except WorkerLost:
             self.kill()
             raise
+        if "id" in message and reply.get("id") != message["id"]:
+            # Only a worker whose channel was tampered with answers the wrong request.
+            self.kill()
+            raise WorkerLost("the worker answered a different request than the one sent")
+        return reply
 
     def _read(self, deadline: float) -> dict[str, Any]:
         assert self.proc.stdout is not None

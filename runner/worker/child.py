@@ -23,6 +23,9 @@ from .protocol import read_message, write_message
 
 MIB = 1024 * 1024
 PR_SET_PDEATHSIG = 1
+# RLIMIT_NPROC counts a user's processes across the whole host; the zygote turns it off
+# in containers, where the pids cgroup limits each sandbox on its own.
+LIMIT_PROCESSES = True
 
 
 class Executor(Protocol):
@@ -97,7 +100,8 @@ def apply_limits(limits: dict[str, Any], *, session: bool = False) -> None:
     _set_limit(resource.RLIMIT_AS, _address_space_bytes() + int(limits["memory_mb"]) * MIB)
     _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
     _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB)
-    _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
+    if LIMIT_PROCESSES:
+        _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
     _set_limit(resource.RLIMIT_CORE, 0)
 
 
@@ -198,7 +202,11 @@ def child_main(
         if request is None:  # the parent went away before handing us work
             os._exit(0)
         apply_limits(request["limits"])
-        outcome = executor.execute(request)
+        me = os.getpid()
+        try:
+            outcome = executor.execute(request)
+        finally:
+            _leave_if_forked(me)
     except MemoryError:
         outcome = {"kind": "error", "error": {"type": "MemoryError", "message": "", "traceback": ""}}
     except BaseException as exc:
@@ -208,6 +216,14 @@ def child_main(
     try:
         _report(result_fd, outcome)
     finally:
+        os._exit(0)
+
+
+def _leave_if_forked(me: int) -> None:
+    """A process user code forked that ran off the end of the code (or raised) must not
+    report: only the child the parent forked speaks on the result channel."""
+    if os.getpid() != me:
+        _finish_streams()
         os._exit(0)
 
 
@@ -250,7 +266,11 @@ def session_main(
                         first = False
                     else:
                         _extend_cpu_limit(request["limits"])
-                outcome = executor.execute(request, namespace)
+                me = os.getpid()
+                try:
+                    outcome = executor.execute(request, namespace)
+                finally:
+                    _leave_if_forked(me)
             except MemoryError:
                 outcome = {"kind": "error",
                            "error": {"type": "MemoryError", "message": "", "traceback": ""}}

@@ -83,6 +83,15 @@ class Watch:
         self.cpu_ms = 0
         self.max_rss_kb = 0
         self.duration_ms = 0
+        self.memory_mb = int(limits.get("memory_mb") or 0)
+        self.oom_before = _oom_kills()
+
+    def oom_killed(self) -> bool:
+        after = _oom_kills()
+        if after is not None and self.oom_before is not None:
+            return after > self.oom_before
+        # No cgroup counter to read: judge by how much memory the run had reached.
+        return self.max_rss_kb >= self.memory_mb * 1024 * 0.8
 
     def reported(self) -> bool:
         """A complete result arrived and the child closed every stream it had."""
@@ -93,6 +102,22 @@ class Watch:
         except (UnicodeDecodeError, json.JSONDecodeError):
             return False
         return True
+
+
+_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+def _oom_kills() -> int | None:
+    """The cgroup's count of out-of-memory kills (v2 or v1), if it can be read."""
+    for path in _OOM_FILES:
+        try:
+            with open(path, "rb") as events:
+                for line in events:
+                    if line.startswith(b"oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
 
 
 def _usage_from_proc(pid: int, watch: Watch) -> bool:
@@ -209,9 +234,13 @@ def _judge(watch: Watch, limits: dict[str, Any]) -> dict[str, Any]:
         return fail("timeout", "Timeout",
                     f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)
     if signum == signal.SIGKILL:
-        # Killed by something other than us: the kernel's out-of-memory killer.
-        return fail("memory_limit", "MemoryError",
-                    f"memory limit of {limits['memory_mb']} MB exceeded; the run was killed",
+        # Killed by something other than us: the out-of-memory killer, if the evidence
+        # says so; otherwise the run killed itself (or a process it started did).
+        if watch.oom_killed():
+            return fail("memory_limit", "MemoryError",
+                        f"memory limit of {limits['memory_mb']} MB exceeded; the run was killed",
+                        -signum)
+        return fail("crashed", "Crash", "the run was killed by SIGKILL (not by the runner)",
                     -signum)
     if signum is not None:
         name = signal.Signals(signum).name
@@ -523,71 +552,167 @@ def _kill_strays(keep: set[int]) -> None:
             pass
 
 
+def _clear_scratch(keep: str) -> None:
+    """In a container: what a run left in /tmp or /dev/shm must not reach the next run."""
+    for directory in ("/tmp", "/dev/shm"):
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        for name in entries:
+            path = os.path.join(directory, name)
+            if path == keep:
+                continue
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def _not_dumpable() -> None:
+    """Children run as our user; without this they could open /proc/<worker>/fd/* (our
+    pipes to the host, or the next run's) and write there. Inherited by every fork."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+class Zygote:
+    """The request loop's state: the spare child, an open session, children to reap."""
+
+    def __init__(self, executor: Executor, base_dir: str, *, container: bool) -> None:
+        self.executor = executor
+        self.base_dir = base_dir
+        self.container = container
+        self.spare: Spare | None = None
+        self.session: SessionChild | None = None
+        self.unreaped: list[int] = []
+
+    def ensure_spare(self) -> Spare | None:
+        if self.spare is not None and not _alive_child(self.spare.pid):
+            self.spare.discard()
+            self.spare = None
+        if self.spare is None:
+            self.spare = _new_spare(self.executor, self.base_dir)
+        return self.spare
+
+    def _fork_next(self) -> None:
+        self.spare = _new_spare(self.executor, self.base_dir)
+
+    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+        current = self.ensure_spare()
+        self.spare = None
+        if current is None:
+            return {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
+                    "error": {"type": "WorkerError", "traceback": "",
+                              "message": "could not start the run: out of processes "
+                                         "or memory on the host"}}
+        # On the host (restricted tier) user code cannot touch processes, so the next
+        # child is forked while this one runs. In a container it could, so the next
+        # child is forked only after this run and everything it left are gone.
+        result, reaped = run_one(current, _child_request(message),
+                                 (lambda: None) if self.container else self._fork_next)
+        if not reaped:
+            self.unreaped.append(current.pid)
+        if self.container:
+            self.clean_up()
+        return result
+
+    def clean_up(self) -> None:
+        """Container mode: kill leftovers, clear scratch space."""
+        keep = {self.spare.pid} if self.spare else set()
+        if self.session is not None and self.session.alive:
+            keep.add(self.session.pid)
+        _kill_strays(keep)
+        _clear_scratch(self.base_dir)
+
+    def session_run(self, message: dict[str, Any]) -> dict[str, Any]:
+        started_fresh = self.session is None or not self.session.alive
+        if started_fresh:
+            self.close_session()
+            self.session = SessionChild(self.executor, self.base_dir)
+        assert self.session is not None
+        result = self.session.run(_child_request(message))
+        result["session_started"] = started_fresh
+        return result
+
+    def close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+            if self.container:
+                self.clean_up()
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        if self.spare is not None:
+            self.spare.discard()
+        for pid in self.unreaped:
+            os.waitpid(pid, 0)
+
+
+def _alive_child(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == 0
+
+
+def _child_request(message: dict[str, Any]) -> dict[str, Any]:
+    """What a child gets: the work, not the protocol's message id or type."""
+    return {key: value for key, value in message.items() if key not in ("id", "type")}
+
+
 def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = False) -> None:
     """Answer requests until the host closes our stdin."""
     in_fd, out_fd = _take_protocol_fds()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when we stop
+    _not_dumpable()
+    if container:
+        from . import child
+
+        # Process counts are per user across the whole host; in a container the pids
+        # cgroup (--pids-limit) is the per-sandbox limit instead.
+        child.LIMIT_PROCESSES = False
     base_dir = tempfile.mkdtemp(prefix="runner-worker-")
     # Everything imported so far is shared with every child; keep the collector from
     # touching (and so copying) those pages after each fork.
     gc.collect()
     gc.freeze()
-    spare = _new_spare(executor, base_dir)
-    unreaped: list[int] = []
-    session: SessionChild | None = None
+    zygote = Zygote(executor, base_dir, container=container)
+    zygote.ensure_spare()
     try:
         write_message(out_fd, {"type": "ready", "pid": os.getpid(), "executor": executor.name,
                                "python": sys.version.split()[0], **ready_info})
         while True:
-            _reap_finished(unreaped)
+            _reap_finished(zygote.unreaped)
+            if container:
+                zygote.ensure_spare()  # forked between requests, after the clean-up
             message = read_message(in_fd)
             if message is None:
                 return
             kind = message.get("type")
+            reply: dict[str, Any]
             if kind == "run":
-                current, spare = spare or _new_spare(executor, base_dir), None
-                if current is None:
-                    result = {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
-                              "error": {"type": "WorkerError", "traceback": "",
-                                        "message": "could not start the run: out of processes "
-                                                   "or memory on the host"}}
-                else:
-                    def fork_next() -> None:
-                        nonlocal spare
-                        spare = _new_spare(executor, base_dir)
-
-                    result, reaped = run_one(current, message, fork_next)
-                    if not reaped:
-                        unreaped.append(current.pid)
-                    if container:
-                        _kill_strays({p for p in (spare.pid if spare else 0,
-                                                  session.pid if session and session.alive else 0)
-                                      if p})
-                write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
+                reply = {"type": "result", **zygote.run(message)}
             elif kind == "session_run":
-                started_fresh = session is None or not session.alive
-                if started_fresh:
-                    if session is not None:
-                        session.close()
-                    session = SessionChild(executor, base_dir)
-                result = session.run(message)
-                result["session_started"] = started_fresh
-                write_message(out_fd, {"type": "result", "id": message.get("id"), **result})
+                reply = {"type": "result", **zygote.session_run(message)}
             elif kind == "session_close":
-                if session is not None:
-                    session.close()
-                    session = None
-                write_message(out_fd, {"type": "session_closed", "id": message.get("id")})
+                zygote.close_session()
+                reply = {"type": "session_closed"}
             elif kind == "ping":
-                write_message(out_fd, {"type": "pong", "id": message.get("id")})
+                reply = {"type": "pong"}
             else:
-                write_message(out_fd, {"type": "error", "id": message.get("id"),
-                                       "message": f"unknown message type {kind!r}"})
+                reply = {"type": "error", "message": f"unknown message type {kind!r}"}
+            write_message(out_fd, {**reply, "id": message.get("id")})
     finally:
-        if session is not None:
-            session.close()
-        if spare is not None:
-            spare.discard()
-        for pid in unreaped:
-            os.waitpid(pid, 0)
+        zygote.close()
         shutil.rmtree(base_dir, ignore_errors=True)
