@@ -166,17 +166,23 @@ def _report(result_fd: int, outcome: dict[str, Any]) -> None:
         os._exit(71)
 
 
-def prepare_child(*, workdir: str, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) -> None:
+def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) -> None:
     """Everything that does not depend on the request: done before the request arrives."""
     os.setpgid(0, 0)
     _set_parent_death_signal()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    _redirect_stdio(stdout_fd, stderr_fd)
+    _close_other_fds(keep_fds)
+
+
+def enter_workdir(workdir: str) -> None:
+    """Created when the request arrives, not when the child is forked: a child forked
+    while another run was going on has nothing that run could have touched."""
+    os.mkdir(workdir, 0o700)
     os.chdir(workdir)
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir
-    _redirect_stdio(stdout_fd, stderr_fd)
-    _close_other_fds(keep_fds)
 
 
 def child_main(
@@ -195,12 +201,12 @@ def child_main(
     """
     outcome: dict[str, Any]
     try:
-        prepare_child(workdir=workdir, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
-                      keep_fds=(result_fd, request_fd))
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
         request = read_message(request_fd)
         os.close(request_fd)
         if request is None:  # the parent went away before handing us work
             os._exit(0)
+        enter_workdir(workdir)
         apply_limits(request["limits"])
         me = os.getpid()
         try:
@@ -251,8 +257,8 @@ def session_main(
     conversation). Each request is answered with one framed outcome on `result_fd`,
     after its output has been flushed, so the parent can tell the blocks apart."""
     try:
-        prepare_child(workdir=workdir, stdout_fd=stdout_fd, stderr_fd=stderr_fd,
-                      keep_fds=(result_fd, request_fd))
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
+        enter_workdir(workdir)
         namespace = executor.new_namespace()
         first = True
         while True:

@@ -299,7 +299,6 @@ class ForkedChild:
 
     def __init__(self, executor: Executor, base_dir: str, main: Callable[..., Any],
                  prefix: str) -> None:
-        self.workdir = tempfile.mkdtemp(prefix=prefix, dir=base_dir)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
@@ -308,8 +307,10 @@ class ForkedChild:
         if pid == 0:
             for fd in (out_r, err_r, res_r, go_w):
                 os.close(fd)
-            main(executor, workdir=self.workdir, stdout_fd=out_w, stderr_fd=err_w,
-                 result_fd=res_w, request_fd=go_r)
+            main(executor, workdir=os.path.join(base_dir, f"{prefix}{os.getpid()}"),
+                 stdout_fd=out_w, stderr_fd=err_w, result_fd=res_w, request_fd=go_r)
+        # The child makes this directory itself once it has a request (see enter_workdir).
+        self.workdir = os.path.join(base_dir, f"{prefix}{pid}")
         for fd in (out_w, err_w, res_w, go_r):
             os.close(fd)
         self.pid = pid
@@ -327,7 +328,10 @@ class Spare(ForkedChild):
         for fd in (self.out_r, self.err_r, self.res_r):
             os.close(fd)
         _kill_group(self.pid)
-        os.waitpid(self.pid, 0)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:  # already reaped (found dead by ensure_spare)
+            pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -595,11 +599,20 @@ class Zygote:
         self.unreaped: list[int] = []
 
     def ensure_spare(self) -> Spare | None:
+        """A live spare child, forking one if needed. A spare forked while a run was
+        going on may have been signalled by it: dead ones are replaced, stopped ones
+        continued (nothing else of it is reachable: the workdir does not exist yet and
+        its pipes are closed to others because we are not dumpable)."""
         if self.spare is not None and not _alive_child(self.spare.pid):
             self.spare.discard()
             self.spare = None
         if self.spare is None:
             self.spare = _new_spare(self.executor, self.base_dir)
+        elif self.container:
+            try:
+                os.kill(self.spare.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         return self.spare
 
     def _fork_next(self) -> None:
@@ -613,24 +626,33 @@ class Zygote:
                     "error": {"type": "WorkerError", "traceback": "",
                               "message": "could not start the run: out of processes "
                                          "or memory on the host"}}
-        # On the host (restricted tier) user code cannot touch processes, so the next
-        # child is forked while this one runs. In a container it could, so the next
-        # child is forked only after this run and everything it left are gone.
-        result, reaped = run_one(current, _child_request(message),
-                                 (lambda: None) if self.container else self._fork_next)
+        # The next child is forked while this one runs, on the other core. In a
+        # container the run could reach it (same user): clean_up and ensure_spare deal
+        # with that before the next request is read.
+        result, reaped = run_one(current, _child_request(message), self._fork_next)
         if not reaped:
             self.unreaped.append(current.pid)
-        if self.container:
-            self.clean_up()
         return result
 
     def clean_up(self) -> None:
-        """Container mode: kill leftovers, clear scratch space."""
+        """Container mode: kill leftovers, clear scratch space (the worker's own base
+        directory too, so nothing waits there for the next run's workdir)."""
         keep = {self.spare.pid} if self.spare else set()
         if self.session is not None and self.session.alive:
             keep.add(self.session.pid)
         _kill_strays(keep)
+        for pid in self.unreaped:  # already reported and killed: wait until they are gone
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.unreaped.clear()
         _clear_scratch(self.base_dir)
+        session_dir = self.session.workdir if self.session is not None else None
+        for name in os.listdir(self.base_dir):
+            path = os.path.join(self.base_dir, name)
+            if path != session_dir:
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
 
     def session_run(self, message: dict[str, Any]) -> dict[str, Any]:
         started_fresh = self.session is None or not self.session.alive
@@ -713,6 +735,10 @@ def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = F
             else:
                 reply = {"type": "error", "message": f"unknown message type {kind!r}"}
             write_message(out_fd, {**reply, "id": message.get("id")})
+            if container and kind == "run":
+                # After the reply (off the caller's clock), before the next request is
+                # read: nothing of this run survives into the next one.
+                zygote.clean_up()
     finally:
         zygote.close()
         shutil.rmtree(base_dir, ignore_errors=True)
