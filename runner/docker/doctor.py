@@ -83,13 +83,14 @@ def isolation_problems(seen: dict[str, object]) -> list[str]:
         problems.append(f"effective capabilities are {seen.get('cap_eff')}, not none")
     if seen.get("no_new_privs") != "1":
         problems.append("no-new-privileges is not set")
-    if [name for name in seen.get("interfaces", []) if name != "lo"]:  # type: ignore[union-attr]
+    interfaces = list(seen.get("interfaces") or [])  # type: ignore[call-overload]
+    if [name for name in interfaces if name != "lo"]:
         problems.append(f"network interfaces besides lo: {seen.get('interfaces')}")
     if seen.get("egress"):
         problems.append("a connection to the internet succeeded")
     if seen.get("root_writable"):
         problems.append("the root file system is writable")
-    extra = set(seen.get("env", [])) - ALLOWED_ENV  # type: ignore[arg-type]
+    extra = set(seen.get("env") or []) - ALLOWED_ENV  # type: ignore[call-overload]
     if extra:
         problems.append(f"unexpected environment variables: {sorted(extra)}")
     return problems
@@ -128,7 +129,11 @@ def diagnose(*, fix: bool = False, self_check: bool = True) -> Report:
     report = Report()
     report.add("docker client", lambda: docker_cli())
     if fix:
-        report.add("engine set-up", lambda: (fix_engine(), "ensure-docker.sh done")[1])
+        def set_up_engine() -> str:
+            fix_engine()
+            return "ensure-docker.sh done"
+
+        report.add("engine set-up", set_up_engine)
     engine_ok = report.add("docker engine", lambda: _engine_summary())
     if not engine_ok:
         return report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from .child import Executor
 from .zygote import serve
 
 
@@ -23,6 +24,7 @@ def main() -> None:
                              "every process it did not start itself")
     args = parser.parse_args()
     ready: dict[str, object]
+    executor: Executor
     if args.executor == "plain":
         from .plain import DEFAULT_PRELOAD, PlainExecutor
 
@@ -34,8 +36,9 @@ def main() -> None:
         from .restricted import RestrictedExecutor
 
         allowed = [name for name in args.allow.split(",") if name]
-        executor = RestrictedExecutor(allowed) if allowed else RestrictedExecutor()
-        ready = {"preloaded": executor.preload(), "allowed": list(executor.policy.allowed)}
+        restricted = RestrictedExecutor(allowed) if allowed else RestrictedExecutor()
+        ready = {"preloaded": restricted.preload(), "allowed": list(restricted.policy.allowed)}
+        executor = restricted
     serve(executor, ready, container=args.container)
 
 

@@ -122,7 +122,8 @@ def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
         io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
         encoding="utf-8", errors="backslashreplace", line_buffering=True,
     )
-    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = (  # type: ignore[misc]
+        sys.stdout, sys.stderr, sys.stdin)
 
 
 def _close_other_fds(keep: tuple[int, ...]) -> None:

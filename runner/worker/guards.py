@@ -377,16 +377,20 @@ class Guards:
                 value = _refusal(f"{module.__name__}.{name}")
             setattr(facade, name, value)
             exported.append(name)
-        facade.__all__ = exported
+        setattr(facade, "__all__", exported)
         return facade
 
     # -- formatting -----------------------------------------------------------------
     def _safe_format_method(self, obj: Any, name: str) -> Callable[..., str]:
         formatter = _GuardedFormatter(self)
-        if name == "format":
-            fmt = lambda template, *a, **k: formatter.vformat(template, a, k)  # noqa: E731
-        else:
-            fmt = lambda template, mapping: formatter.vformat(template, (), mapping)  # noqa: E731
+
+        def format_(template: str, *args: Any, **kwargs: Any) -> str:
+            return formatter.vformat(template, args, kwargs)
+
+        def format_map(template: str, mapping: Any) -> str:
+            return formatter.vformat(template, (), mapping)
+
+        fmt: Callable[..., str] = format_ if name == "format" else format_map
         return partial(fmt, obj) if isinstance(obj, str) else fmt
 
 
@@ -480,7 +484,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
             if isinstance(new, ast.Call):
                 new.args[1] = ast.Constant(attr)
                 copy_locations(new.args[1], node)
-            else:
+            elif isinstance(new, ast.Attribute):
                 new.attr = attr
             return new
         return super().visit_Attribute(node)

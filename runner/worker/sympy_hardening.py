@@ -19,6 +19,7 @@ import functools
 import importlib
 import re
 import types
+from collections.abc import Sequence
 from typing import Any
 
 from RestrictedPython import compile_restricted_eval
@@ -91,7 +92,7 @@ def guards_denials_pop() -> None:
         guards_module._denials.pop()
 
 
-def _refuse_compile_errors(errors: tuple[str, ...], what: str) -> None:
+def _refuse_compile_errors(errors: Sequence[str], what: str) -> None:
     if errors:
         deny(f"{what} was refused by the restricted backend: {'; '.join(errors)}")
 
@@ -149,10 +150,10 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
     functools.update_wrapper(parse_expr, original_parse_expr)
     functools.update_wrapper(eval_expr, sympy_parser.eval_expr)
     for replacement in (parse_expr, eval_expr):
-        del replacement.__wrapped__  # not a way back to the original
-    sympy_parser.parse_expr = parse_expr
-    sympy_parser.eval_expr = eval_expr
-    sympy_parser.compile = compile_  # shadows the builtin inside that module only
+        delattr(replacement, "__wrapped__")  # not a way back to the original
+    setattr(sympy_parser, "parse_expr", parse_expr)
+    setattr(sympy_parser, "eval_expr", eval_expr)
+    setattr(sympy_parser, "compile", compile_)  # shadows the builtin in that module only
     import sympy
 
     sympy.parse_expr = parse_expr
@@ -191,8 +192,8 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
             globals_.update(sanitized)
         real_exec(code, globals_, locals_)
 
-    lambdify_module.compile = compile_
-    lambdify_module.exec = exec_
+    setattr(lambdify_module, "compile", compile_)  # module globals shadow the builtins
+    setattr(lambdify_module, "exec", exec_)
 
 
 _PRINT_METHOD = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
@@ -212,8 +213,8 @@ def harden_printers() -> None:
         return original(self, expr, **kwargs)
 
     functools.update_wrapper(_print, original)
-    del _print.__wrapped__
-    printer_module.Printer._print = _print
+    delattr(_print, "__wrapped__")
+    setattr(printer_module.Printer, "_print", _print)
 
 
 def harden_findroot() -> None:
@@ -229,7 +230,7 @@ def harden_findroot() -> None:
                  "(e.g. 'secant', 'newton', 'bisect'), not a callable")
         return original(*args, **kwargs)
 
-    solvers.findroot = findroot
+    setattr(solvers, "findroot", findroot)
 
 
 def harden_sympy(guards: Guards) -> None:
