@@ -52,3 +52,16 @@ def test_images_build_is_cached_and_prints_the_tag(tmp_path):
     proc = run_cli(["images", "build"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == default_tag()
+
+
+def test_package_allowlist_policy_refuses_other_packages(tmp_path, monkeypatch):
+    from runner import Sandbox, Status
+
+    monkeypatch.setenv("RUNNER_HOME", str(tmp_path))
+    with Sandbox(backend="docker", package_allowlist=["mpmath", "sympy"], log_store=False) as sb:
+        allowed = sb.run("import mpmath\nprint(mpmath.mpf(2) ** 0.5)", packages=["mpmath>=1.0"])
+        assert allowed.ok and allowed.stdout.startswith("1.414")
+        refused = sb.run("print(1)", packages=["tabulate"])
+        assert refused.status == Status.DENIED
+        assert "tabulate" in refused.error.message and "allowlist" in refused.error.message
+        assert refused.stdout == ""

@@ -17,8 +17,11 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from ..docker import images
 from ..docker.engine import LABEL, OWNER_LABEL, containers, docker, remove_containers
@@ -146,7 +149,8 @@ class DockerBackend(WorkerBackend):
 
     def __init__(self, *, image: str | None = None, pool_size: int | None = None,
                  runtime: str | None = None, start_timeout: float = 120.0,
-                 labels: dict[str, str] | None = None) -> None:
+                 labels: dict[str, str] | None = None,
+                 package_allowlist: Iterable[str] | None = None) -> None:
         status = images.require(image)
         self.image = status.tag
         self.image_id = status.id or ""
@@ -154,6 +158,10 @@ class DockerBackend(WorkerBackend):
         self.pool_size = pool_size or 2
         self.start_timeout = start_timeout
         self.labels = dict(labels or {})
+        # Optional policy: only these distributions may be requested (names, any version).
+        configured = package_allowlist if package_allowlist is not None else \
+            [n for n in os.environ.get("RUNNER_PACKAGE_ALLOWLIST", "").replace(",", " ").split()]
+        self.package_allowlist = frozenset(canonicalize_name(n) for n in configured) or None
         self._pools: dict[tuple[str, Profile], WorkerPool] = {}
         self._environments: dict[tuple[str, ...], Environment] = {}
         self._image_versions: dict[str, str] | None = None
@@ -194,6 +202,12 @@ class DockerBackend(WorkerBackend):
             requests = parse_requirements(request.packages)
         except PackageRequestError as exc:
             raise Refusal(Status.DENIED, "PackageRefused", str(exc)) from None
+        if self.package_allowlist is not None:
+            refused = [r.name for r in requests if r.name not in self.package_allowlist]
+            if refused:
+                raise Refusal(Status.DENIED, "PackageRefused",
+                              f"package {', '.join(refused)} is not on this sandbox's allowlist "
+                              f"({', '.join(sorted(self.package_allowlist))})")
         key = tuple(sorted(str(r) for r in requests))
         env = self._environments.get(key)
         if env is None:
