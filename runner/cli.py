@@ -267,10 +267,18 @@ def logs_list(status: str | None, backend: str | None, source: str | None, count
 @click.argument("execution_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 def logs_show(execution_id: str, as_json: bool) -> None:
-    """One execution: code, limits, output, error, timings (an id prefix is enough)."""
+    """One execution: code, limits, output, error, timings (an id prefix is enough).
+
+    Given an agent run's id, the conversation with the executions it caused, in order."""
     from .logs import LogStore, render_execution
+    from .logs.agent import find_agent_run, load_executions, render_agent_run
 
     with LogStore() as store:
+        run = find_agent_run(store, execution_id)
+        if run is not None:
+            click.echo(json.dumps(run.to_json_dict(), ensure_ascii=False) if as_json
+                       else render_agent_run(run, load_executions(store, run)), nl=as_json)
+            return
         record = store.get_execution(execution_id)
     if as_json:
         click.echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
@@ -307,3 +315,13 @@ def _register_docker_commands() -> None:
 
 
 _register_docker_commands()
+
+
+def _register_agent_commands() -> None:
+    from .cli_agent import agent_command, logs_runs
+
+    main.add_command(agent_command)
+    logs_group.add_command(logs_runs)
+
+
+_register_agent_commands()

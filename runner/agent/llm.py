@@ -183,7 +183,9 @@ class OpenAIChat:
         try:
             served = [item.id for item in self._client.models.list()]
         except Exception as exc:
-            error, _, _ = self._translate(exc, tools=False)
+            error, transient, _ = self._translate(exc, tools=False)
+            if transient:  # the server is not there at all: that is the problem to report
+                raise error from exc
             raise ConfigurationError(f"no model name given, and the server at {self.base_url} "
                                      f"did not list its models ({error.message})", fix=fix) from exc
         if len(served) != 1:

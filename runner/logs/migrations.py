@@ -84,6 +84,55 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX function_versions_changed_at ON function_versions (changed_at);
         """,
     ),
+    Migration(
+        3,
+        "agent_runs and agent_turns tables",
+        """
+        CREATE TABLE agent_runs (
+            id                TEXT PRIMARY KEY,         -- ULID, sorts by creation time
+            started_at        TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            finished_at       TEXT,                     -- NULL while running (or if it died)
+            task              TEXT NOT NULL,
+            protocol          TEXT NOT NULL,            -- tools, json, text, code
+            model             TEXT,
+            base_url          TEXT,
+            backend           TEXT,
+            function_set      TEXT,                     -- the FunctionSet's name
+            status            TEXT NOT NULL,            -- running, answered, gave_up, max_turns, budget, llm_error
+            final_answer      TEXT,
+            stop_reason       TEXT,
+            error_json        TEXT NOT NULL DEFAULT 'null',  -- the LLM error that ended it
+            turn_count        INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens     INTEGER,
+            completion_tokens INTEGER,
+            sandbox_ms        INTEGER NOT NULL DEFAULT 0,    -- sandbox time used (the budget's unit)
+            settings_json     TEXT NOT NULL DEFAULT '{}',    -- limits: max turns, budget, ...
+            run_json          TEXT NOT NULL DEFAULT '{}'     -- functions, system prompt, tools sent
+        );
+        CREATE INDEX agent_runs_started_at ON agent_runs (started_at);
+        CREATE INDEX agent_runs_status ON agent_runs (status);
+        CREATE TABLE agent_turns (
+            run_id                 TEXT NOT NULL REFERENCES agent_runs (id),
+            number                 INTEGER NOT NULL,         -- 1, 2, ...
+            started_at             TEXT NOT NULL,
+            latency_ms             INTEGER NOT NULL DEFAULT 0,
+            retries                INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens          INTEGER,
+            completion_tokens      INTEGER,
+            messages_sent_json     TEXT NOT NULL,            -- exactly the messages of the request
+            reply_json             TEXT NOT NULL DEFAULT 'null',  -- the assistant message received
+            response_json          TEXT NOT NULL DEFAULT 'null',  -- the whole response body
+            actions_json           TEXT NOT NULL DEFAULT '[]',    -- as parsed
+            feedback_json          TEXT NOT NULL DEFAULT '[]',    -- problems: code, message, details, reminder
+            feedback_text          TEXT,                     -- exactly the text sent next
+            feedback_messages_json TEXT NOT NULL DEFAULT '[]',
+            notes_json             TEXT NOT NULL DEFAULT '[]',
+            execution_ids_json     TEXT NOT NULL DEFAULT '[]',    -- executions this turn caused, in order
+            error_json             TEXT NOT NULL DEFAULT 'null',
+            PRIMARY KEY (run_id, number)
+        );
+        """,
+    ),
 ]
 
 

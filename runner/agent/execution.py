@@ -1,0 +1,124 @@
+"""Carry out the actions of one conversation in the sandbox, within its time budget.
+
+Function calls go through `runner.functions.call_function` (arguments validated first;
+an unknown name or invalid arguments come back as results and are logged like any
+execution). Code blocks run in one `Session` per conversation, opened on the first block,
+with the set's functions defined in it first (and again after a block that killed the
+session's process, since a restart loses every definition). Every execution's log row
+carries the agent run and turn in its meta.
+
+The budget is total sandbox time (the sum of the executions' durations); each execution's
+wall-clock limit is cut to what is left of it, and nothing runs once it is used up.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ..functions import call_function
+from ..types import ExecutionRequest, ExecutionResult, Limits, Status
+
+if TYPE_CHECKING:
+    from ..functions import FunctionSet
+    from ..sandbox import Sandbox
+    from ..session import Session
+
+# call_function takes no meta (yet): until it does, a thin view of the sandbox adds the
+# agent's meta to what it logs. Checked once, so a version with `meta=` is used directly.
+_CALL_TAKES_META = "meta" in inspect.signature(call_function).parameters
+_KILLED = frozenset({Status.TIMEOUT, Status.MEMORY_LIMIT, Status.CRASHED})
+
+
+class _TaggedSandbox:
+    """The sandbox, with `meta` added to every execution it logs."""
+
+    def __init__(self, sandbox: Sandbox, meta: dict[str, Any]) -> None:
+        self._sandbox = sandbox
+        self._meta = meta
+
+    def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None
+                ) -> ExecutionResult:
+        return self._sandbox.execute(request, meta={**(meta or {}), **self._meta})
+
+    def record(self, request: ExecutionRequest, result: ExecutionResult,
+               meta: dict[str, Any] | None = None) -> None:
+        self._sandbox.record(request, result, {**(meta or {}), **self._meta})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sandbox, name)
+
+
+class ActionRunner:
+    """Runs one conversation's function calls and code blocks; see the module docstring."""
+
+    def __init__(self, sandbox: Sandbox, functions: FunctionSet, *, limits: Limits,
+                 budget_s: float | None) -> None:
+        self.sandbox = sandbox
+        self.functions = functions
+        self.limits = limits
+        self.budget_s = budget_s
+        self.used_ms = 0
+        self._session: Session | None = None
+        self._needs_setup = True
+
+    @property
+    def remaining_s(self) -> float | None:
+        if self.budget_s is None:
+            return None
+        return self.budget_s - self.used_ms / 1000
+
+    @property
+    def exhausted(self) -> bool:
+        remaining = self.remaining_s
+        return remaining is not None and remaining < 0.01
+
+    def _limits(self) -> Limits:
+        remaining = self.remaining_s
+        if remaining is None or remaining >= self.limits.timeout_s:
+            return self.limits
+        return self.limits.with_overrides(timeout_s=max(remaining, 0.01))
+
+    def call(self, function: str, arguments: Any, meta: dict[str, Any]) -> ExecutionResult:
+        """Call a function of the set (validated first); the result, whatever happened."""
+        limits = self._limits()
+        if _CALL_TAKES_META:
+            result = call_function(self.sandbox, self.functions, function, arguments,  # type: ignore[call-arg]
+                                   limits=limits, meta=meta)
+        else:
+            tagged: Any = _TaggedSandbox(self.sandbox, meta)
+            result = call_function(tagged, self.functions, function, arguments, limits=limits)
+        self.used_ms += result.duration_ms
+        return result
+
+    def run_code(self, code: str, meta: dict[str, Any]) -> tuple[ExecutionResult, ExecutionResult | None]:
+        """Run a block in the conversation's session: (its result, the result of defining the
+        set's functions first, when that happened before this block)."""
+        session = self._open_session()
+        setup = None
+        if self._needs_setup:
+            self._needs_setup = False
+            if len(self.functions):
+                setup = session.run(self.setup_code(), limits=self._limits(),
+                                    meta={**meta, "agent_setup": True})
+                self.used_ms += setup.duration_ms
+        result = session.run(code, limits=self._limits(), meta=meta)
+        self.used_ms += result.duration_ms
+        if result.status in _KILLED:
+            self._needs_setup = True  # the next block starts in a fresh process
+        return result, setup
+
+    def setup_code(self) -> str:
+        """The set's functions, as the source that defines them in the session."""
+        return "\n\n".join(spec.code.rstrip("\n") for spec in self.functions) + "\n"
+
+    def _open_session(self) -> Session:
+        if self._session is None:
+            self._session = self.sandbox.session(limits=self.limits,
+                                                 packages=self.functions.packages)
+        return self._session
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None

@@ -1,0 +1,360 @@
+"""The agent loop: ask the model, carry out what it asked for, tell it what happened, repeat.
+
+`Agent(llm, functions, protocol, sandbox).run(task)` returns an `AgentRun` whose status
+says how it ended:
+
+- `answered`: the model gave a final answer (never one it wrote after an action in the
+  same reply, before seeing the action's result);
+- `gave_up`: the orchestrator stopped because the model repeated a call (or code block,
+  or malformed reply) that had already failed: it would fail again;
+- `max_turns`: `max_turns` replies were used without an answer;
+- `budget`: an action could not run because the sandbox-time budget was used up;
+- `llm_error`: the model's server failed (after retries) or refused the request; the
+  error (code, message, fix) is in `AgentRun.error`. A server that rejects native tool
+  calls ends here with code TOOLS_UNSUPPORTED and a fix suggesting `--protocol json`.
+
+A function that fails `max_consecutive_failures` times in a row is disabled: the model is
+told, and later calls of it are refused (DENIED) without running. Every turn is logged as
+soon as it is over (see `runner.logs.agent`); a failing log write costs a warning, never
+the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError, LLMError
+from ..functions import FunctionSet
+from ..ids import new_id
+from ..logs.agent import AgentLog, AgentRun, AgentStatus, AgentTurn
+from ..logs.store import LogStore
+from ..sandbox import Sandbox
+from ..types import Limits, Status
+from . import feedback
+from .actions import AnswerAction, CallAction, CodeAction, ParsedReply
+from .execution import ActionRunner
+from .feedback import Observation
+from .llm import ChatModel, ChatReply, Message
+from .protocols import ReplyProtocol, get_protocol
+
+log = logging.getLogger(__name__)
+
+LogTarget = AgentLog | LogStore | Path | str | bool
+
+
+class Agent:
+    """Runs tasks through a model, a reply protocol and a sandbox; see the module docstring.
+
+    `functions` is a FunctionSet, or specs / `@tool` functions / dicts to make one of.
+    Without a `sandbox`, each run gets a restricted one of its own. `limits` apply to each
+    execution (default: the sandbox's); `budget_s` bounds the sandbox time of a whole run.
+    """
+
+    def __init__(self, llm: ChatModel, functions: FunctionSet | Iterable[Any] | None = None,
+                 protocol: str | ReplyProtocol = "tools", sandbox: Sandbox | None = None, *,
+                 max_turns: int = 10, max_consecutive_failures: int = 3,
+                 budget_s: float | None = 120.0, limits: Limits | None = None,
+                 max_feedback_chars: int = feedback.DEFAULT_MAX_CHARS,
+                 system_prompt: str | None = None, log: LogTarget = True,
+                 on_turn: Callable[[AgentTurn], None] | None = None) -> None:
+        if max_turns < 1:
+            raise ConfigurationError(f"max_turns must be at least 1, got {max_turns}",
+                                     fix="pass a positive number of turns")
+        if max_consecutive_failures < 1:
+            raise ConfigurationError(
+                f"max_consecutive_failures must be at least 1, got {max_consecutive_failures}",
+                fix="pass a positive number")
+        if budget_s is not None and budget_s <= 0:
+            raise ConfigurationError(f"budget_s must be positive, got {budget_s}",
+                                     fix="pass seconds of sandbox time, or None for no budget")
+        self.llm = llm
+        self.functions = _as_set(functions)
+        self.protocol = get_protocol(protocol)
+        self.sandbox = sandbox
+        self.max_turns = max_turns
+        self.max_consecutive_failures = max_consecutive_failures
+        self.budget_s = budget_s
+        self.limits = limits
+        self.max_feedback_chars = max_feedback_chars
+        self.system_prompt = system_prompt
+        self.on_turn = on_turn
+        self._log_target = log
+
+    def run(self, task: str) -> AgentRun:
+        """Work on `task` until an answer or a limit; the run, as logged."""
+        owns_sandbox = self.sandbox is None
+        sandbox = self.sandbox or Sandbox(backend="restricted", source="agent")
+        try:
+            return _Conversation(self, sandbox, task).run()
+        finally:
+            if owns_sandbox:
+                sandbox.close()
+
+    def __repr__(self) -> str:
+        return (f"Agent({self.llm!r}, protocol={self.protocol.name!r}, "
+                f"functions={self.functions.names})")
+
+
+def _as_set(functions: FunctionSet | Iterable[Any] | None) -> FunctionSet:
+    if isinstance(functions, FunctionSet):
+        return functions
+    return FunctionSet("agent", list(functions or ()), log_store=False)
+
+
+class _Conversation:
+    """The state of one run: messages so far, failures, the sandbox session."""
+
+    def __init__(self, agent: Agent, sandbox: Sandbox, task: str) -> None:
+        self.agent = agent
+        self.protocol = agent.protocol
+        self.functions = agent.functions
+        self.sandbox = sandbox
+        self.template = self.protocol.template(self.functions)
+        self.runner = ActionRunner(sandbox, self.functions, limits=agent.limits or sandbox.limits,
+                                   budget_s=agent.budget_s)
+        self.failures: dict[str, int] = {}
+        self.disabled: set[str] = set()
+        self.failed_calls: set[str] = set()
+        self.failed_replies: set[str] = set()
+        self.failed_code: set[str] = set()  # cleared by a block that works: state has changed
+        self.budget_announced = False
+        system = agent.system_prompt or self.protocol.system_prompt(self.functions)
+        self.messages: list[Message] = [{"role": "system", "content": system},
+                                        {"role": "user", "content": self.protocol.task_message(task)}]
+        self.tools = self.protocol.tools(self.functions)
+        self.turns: list[AgentTurn] = []
+        self.log = _open_log(agent._log_target, sandbox)
+        self.run_record = AgentRun(
+            id=new_id(), task=task, protocol=self.protocol.name,
+            model=getattr(agent.llm, "model", None), base_url=getattr(agent.llm, "base_url", None),
+            backend=sandbox.backend, function_set=self.functions.name if len(self.functions) else None,
+            functions=self.functions.names, system_prompt=system, tools=self.tools,
+            settings=_settings(agent, self.runner.limits))
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> AgentRun:
+        self._write(lambda log: log.start(self.run_record))
+        status = AgentStatus.MAX_TURNS
+        answer: str | None = None
+        reason: str | None = f"no final answer within {self.agent.max_turns} turns"
+        error: dict[str, Any] | None = None
+        ended = False
+        try:
+            for number in range(1, self.agent.max_turns + 1):
+                outcome = self._turn(number)
+                if outcome is not None:
+                    status, answer, reason, error = outcome
+                    break
+            ended = True
+        finally:
+            self.runner.close()
+            if not ended:  # an exception (or Ctrl-C) is on its way up: log the run as cut short
+                status, reason = AgentStatus.RUNNING, "interrupted: the orchestrator stopped mid-run"
+            run = self.run_record.model_copy(update={
+                "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
+                "finished_at": datetime.now(timezone.utc), "sandbox_ms": self.runner.used_ms,
+                "turns": list(self.turns)})
+            self._write(lambda log: log.finish(run))
+        return run
+
+    def _turn(self, number: int) -> tuple[AgentStatus, str | None, str | None, dict[str, Any] | None] | None:
+        """One request and what follows; how the run ends, or None to go on."""
+        sent = copy.deepcopy(self.messages)
+        started = datetime.now(timezone.utc)
+        try:
+            reply = self.agent.llm.complete(sent, tools=self.tools)
+        except LLMError as exc:
+            error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
+            self._record(AgentTurn(number=number, started_at=started, messages_sent=sent, error=error))
+            return AgentStatus.LLM_ERROR, None, f"the model's server failed: {exc.message}", error
+
+        parsed = self.protocol.parse(reply, self.functions)
+        step = _Step(number)
+        step.notes += parsed.notes
+        stop = self._reply_problems(reply, parsed, step)
+        answer = parsed.answer
+        if stop is None and answer is None:
+            stop = self._carry_out(parsed, step)
+        if stop is None and answer is None and self.runner.exhausted and not self.budget_announced:
+            self.budget_announced = True
+            step.notes.append("the sandbox time budget of this conversation is used up: nothing more "
+                              "can run. Give your final answer now")
+        ends = answer is not None or stop is not None
+        feedback_messages = [] if ends else self.protocol.feedback_messages(
+            reply, step.observations, step.notes)
+        self._record(AgentTurn(
+            number=number, started_at=started, messages_sent=sent, reply=reply.message,
+            response=reply.response,
+            actions=[action.model_dump(mode="json") for action in parsed.actions],
+            feedback=[p.model_dump(mode="json") for o in step.observations for p in o.problems],
+            feedback_messages=feedback_messages, notes=list(step.notes),
+            execution_ids=step.execution_ids, prompt_tokens=reply.usage.prompt_tokens,
+            completion_tokens=reply.usage.completion_tokens, latency_ms=reply.latency_ms,
+            retries=reply.retries))
+        self.messages += [reply.message, *feedback_messages]
+        if answer is not None:
+            return AgentStatus.ANSWERED, answer, None, None
+        if stop is not None:
+            return stop[0], None, stop[1], None
+        return None
+
+    # -- one reply ------------------------------------------------------------------------------
+
+    def _reply_problems(self, reply: ChatReply, parsed: ParsedReply, step: _Step
+                        ) -> tuple[AgentStatus, str] | None:
+        """MALFORMED_RESPONSE for each problem; stop if the same unusable reply comes again."""
+        for problem in parsed.problems:
+            item = feedback.malformed(problem.message, template=self.template, details=problem.details)
+            step.observations.append(Observation(
+                text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
+                problems=(item,), call_id=problem.call_id))
+        if parsed.problems and not parsed.actions:
+            key = _key(reply.content, [c.model_dump() for c in reply.tool_calls])
+            if key in self.failed_replies:
+                return AgentStatus.GAVE_UP, "the model repeated a reply that had already been refused as malformed"
+            self.failed_replies.add(key)
+        return None
+
+    def _carry_out(self, parsed: ParsedReply, step: _Step) -> tuple[AgentStatus, str] | None:
+        blocks = 0
+        for index, action in enumerate(parsed.actions):
+            meta = {"agent_run": self.run_record.id, "agent_turn": step.number, "agent_action": index}
+            if isinstance(action, AnswerAction):  # only with other actions: parse refuses those
+                step.notes.append("the final answer in this reply was ignored, because it came with "
+                                  "actions whose results you had not seen")
+                continue
+            if isinstance(action, CallAction):
+                stop = self._call(action, meta, step)
+            else:
+                blocks += 1
+                stop = self._code(action, meta, step, label=f"Block {blocks}" if len(parsed.actions) > 1
+                                  else "The block")
+            if stop is not None:
+                return stop
+        return None
+
+    def _call(self, action: CallAction, meta: dict[str, Any], step: _Step) -> tuple[AgentStatus, str] | None:
+        label = feedback.call_label(action.function, action.arguments)
+        key = _key(action.function, action.arguments)
+        if key in self.failed_calls:
+            return AgentStatus.GAVE_UP, f"the model repeated the failing call {label}"
+        if action.function in self.disabled:
+            item = feedback.disabled_function(action.function, self.failures[action.function],
+                                              template=self.template)
+            step.observations.append(Observation(
+                text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
+                problems=(item,), call_id=action.call_id))
+            return None
+        if self.runner.exhausted:
+            return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
+                                        f"used up before {label} could run")
+        result = self.runner.call(action.function, action.arguments, meta)
+        step.execution_ids.append(result.id)
+        observation = feedback.observe(
+            result, label=label, spec=self.functions.get(action.function), template=self.template,
+            kind="call", max_chars=self.agent.max_feedback_chars, call_id=action.call_id)
+        step.observations.append(observation)
+        if result.status is Status.OK:
+            self.failures[action.function] = 0
+            return None
+        self.failed_calls.add(key)
+        if action.function in self.functions:
+            count = self.failures.get(action.function, 0) + 1
+            self.failures[action.function] = count
+            if count >= self.agent.max_consecutive_failures:
+                self.disabled.add(action.function)
+                step.notes.append(feedback.disabled_notice(action.function, count))
+        return None
+
+    def _code(self, action: CodeAction, meta: dict[str, Any], step: _Step, *, label: str
+              ) -> tuple[AgentStatus, str] | None:
+        key = _key(action.code.strip())
+        if key in self.failed_code:
+            return AgentStatus.GAVE_UP, "the model repeated a code block that had just failed"
+        if self.runner.exhausted:
+            return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
+                                        "used up before the next code block could run")
+        result, setup = self.runner.run_code(action.code, meta)
+        if setup is not None:
+            step.execution_ids.append(setup.id)
+            if setup.status is not Status.OK:
+                message = setup.error.message if setup.error else str(setup.status)
+                step.notes.append(f"the functions could not be defined in the session ({message}); "
+                                  "calling them will fail")
+        step.execution_ids.append(result.id)
+        step.observations.append(feedback.observe(
+            result, label=label, template=self.template, kind="code",
+            max_chars=self.agent.max_feedback_chars))
+        if result.status is Status.OK:
+            self.failed_code.clear()
+            return None
+        self.failed_code.add(key)
+        if result.status in (Status.TIMEOUT, Status.MEMORY_LIMIT, Status.CRASHED):
+            step.notes.append("the session's process was stopped, so the next block starts in a "
+                              "fresh one: variables and imports from earlier blocks are gone")
+        return None
+
+    # -- logging -------------------------------------------------------------------------------
+
+    def _record(self, turn: AgentTurn) -> None:
+        self.turns.append(turn)
+        self._write(lambda log: log.add_turn(self.run_record.id, turn))
+        if self.agent.on_turn is not None:
+            self.agent.on_turn(turn)
+
+    def _write(self, work: Callable[[AgentLog], None]) -> None:
+        if self.log is None:
+            return
+        try:
+            work(self.log)
+        except Exception:  # the run matters more than its log
+            log.warning("could not write agent run %s to the log", self.run_record.id, exc_info=True)
+
+
+class _Step:
+    """What one turn produced so far."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.observations: list[Observation] = []
+        self.notes: list[str] = []
+        self.execution_ids: list[str] = []
+
+
+def _key(*parts: Any) -> str:
+    return json.dumps(parts, sort_keys=True, default=repr, ensure_ascii=False)
+
+
+def _settings(agent: Agent, limits: Limits) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "max_turns": agent.max_turns, "max_consecutive_failures": agent.max_consecutive_failures,
+        "budget_s": agent.budget_s, "max_feedback_chars": agent.max_feedback_chars,
+        "limits": limits.model_dump(mode="json")}
+    for name in ("temperature", "max_tokens", "timeout_s", "max_retries"):
+        value = getattr(agent.llm, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            settings[f"llm_{name}"] = value
+    return settings
+
+
+def _open_log(target: LogTarget, sandbox: Sandbox) -> AgentLog | None:
+    try:
+        if target is False:
+            return None
+        if target is True:
+            store = sandbox.log_store
+            return AgentLog(store) if store is not None else AgentLog()
+        if isinstance(target, AgentLog):
+            return target
+        return AgentLog(target)
+    except Exception:
+        log.warning("cannot open the agent log; this run is not logged", exc_info=True)
+        return None
+

@@ -1,0 +1,67 @@
+"""What every reply protocol provides: a system prompt, a parser and a feedback hook.
+
+A protocol is the contract between the orchestrator and the model about what a reply
+looks like: native tool calls, one JSON object, labelled text or fenced code. It says
+how to ask (`system_prompt`, `tools`), how to read a reply (`parse`, into the actions of
+`runner.agent.actions`), what a valid reply looks like (`template`, quoted in every
+reminder), and how the texts that `runner.agent.feedback` wrote are packaged as the next
+messages (`feedback_messages`). It holds no state of a conversation, so one instance can
+serve many runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .. import feedback
+from ..actions import ParsedReply
+from ..feedback import Observation
+from ..llm import ChatReply, Message
+
+if TYPE_CHECKING:
+    from ...functions import FunctionSet
+
+
+class ReplyProtocol(ABC):
+    """Base of the four protocols; see the module docstring."""
+
+    name: ClassVar[str]
+    #: code blocks run in one sandbox session per conversation
+    uses_session: ClassVar[bool] = False
+
+    @abstractmethod
+    def system_prompt(self, functions: FunctionSet) -> str:
+        """The system message that explains the task format and the functions."""
+
+    @abstractmethod
+    def template(self, functions: FunctionSet) -> str:
+        """What a valid reply looks like, in a few lines (quoted in reminders)."""
+
+    @abstractmethod
+    def parse(self, reply: ChatReply, functions: FunctionSet) -> ParsedReply:
+        """The actions a reply asks for, its problems and notes about ignored parts."""
+
+    def tools(self, functions: FunctionSet) -> list[dict[str, Any]] | None:
+        """The `tools` parameter of the request (only native tool calling has one)."""
+        return None
+
+    def task_message(self, task: str) -> str:
+        return task
+
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+                          notes: Sequence[str]) -> list[Message]:
+        """The messages that answer `reply`: by default one user message with every
+        observation, then the notes."""
+        body = feedback.join([*(o.text for o in observations), feedback.notes_text(notes)])
+        return [{"role": "user", "content": body}] if body else []
+
+    def __repr__(self) -> str:
+        return f"<protocol {self.name}>"
+
+
+def functions_section(functions: FunctionSet) -> str:
+    if not len(functions):
+        return "There are no functions."
+    return "The functions:\n" + feedback.functions_reference(functions)

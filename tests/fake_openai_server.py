@@ -1,0 +1,150 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, for tests through the real `openai` SDK.
+
+It speaks `POST /v1/chat/completions` and `GET /v1/models`, replays the replies a test
+queued (assistant messages, HTTP errors, slow answers) in order, and records every request
+body it received, so a test can check exactly what the orchestrator sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class _Reply:
+    status: int = 200
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+class FakeOpenAI:
+    """Use as a context manager; `url` is the base URL to give the client."""
+
+    def __init__(self, *, model: str = "fake-model", models: list[str] | None = None,
+                 reject_tools: str | None = None) -> None:
+        self.model = model
+        self.models = models if models is not None else [model]
+        self.reject_tools = reject_tools  # an error message for requests that carry `tools`
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # lower-case names
+        self._script: deque[_Reply] = deque()
+        self._lock = threading.Lock()
+        self._count = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "test"}
+                        for m in fake.models]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                body = json.loads(raw or b"{}")
+                with fake._lock:
+                    fake.requests.append(body)
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    reply = fake._script.popleft() if fake._script else None
+                if fake.reject_tools is not None and body.get("tools"):
+                    self._send(400, {"error": {"message": fake.reject_tools, "type": "invalid_request_error"}})
+                    return
+                if reply is None:
+                    self._send(400, {"error": {"message": "the test script has no more replies"}})
+                    return
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                self._send(reply.status, reply.body, reply.headers)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    # -- the script ------------------------------------------------------------------------
+
+    def reply(self, content: str | None = "", *, tool_calls: list[dict[str, Any]] | None = None,
+              prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> FakeOpenAI:
+        """Queue an assistant message."""
+        with self._lock:
+            self._count += 1
+            number = self._count
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        body = {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": 1700000000,
+                "model": self.model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if tool_calls else "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+        self._script.append(_Reply(body=body, delay_s=delay_s))
+        return self
+
+    def replies(self, *contents: str) -> FakeOpenAI:
+        for content in contents:
+            self.reply(content)
+        return self
+
+    def error(self, status: int, message: str = "error", *, headers: dict[str, str] | None = None
+              ) -> FakeOpenAI:
+        """Queue an HTTP error answer."""
+        self._script.append(_Reply(status=status, body={"error": {"message": message,
+                                                                   "type": "server_error"}},
+                                   headers=headers or {}))
+        return self
+
+    @staticmethod
+    def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
+        """A tool call for `reply(tool_calls=[...])`."""
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {"id": call_id or f"call_{name}_{abs(hash(text)) % 10000}", "type": "function",
+                "function": {"name": name, "arguments": text}}
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
