@@ -86,7 +86,7 @@ class Sandbox:
                        packages=packages, budget_s=budget_s)
 
     def call(self, function: Any, arguments_or_name: Any = None, arguments: Any = None, *,
-             limits: Limits | None = None) -> ExecutionResult:
+             limits: Limits | None = None, meta: dict[str, Any] | None = None) -> ExecutionResult:
         """Call a sandboxed function: `call(spec_or_tool, args)` or `call(function_set, name, args)`.
 
         Arguments are validated first (status `invalid_args` if they do not fit); see
@@ -97,8 +97,9 @@ class Sandbox:
         if self._closed:  # also for calls refused before running, which never reach execute()
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
         if isinstance(arguments_or_name, str):
-            return call_function(self, function, arguments_or_name, arguments, limits=limits)
-        return call_function(self, function, None, arguments_or_name, limits=limits)
+            return call_function(self, function, arguments_or_name, arguments, limits=limits,
+                                 meta=meta)
+        return call_function(self, function, None, arguments_or_name, limits=limits, meta=meta)
 
     @property
     def backend(self) -> str:

@@ -13,40 +13,17 @@ wall-clock limit is cut to what is left of it, and nothing runs once it is used 
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from ..functions import call_function
-from ..types import ExecutionRequest, ExecutionResult, Limits, Status
+from ..types import ExecutionResult, Limits, Status
 
 if TYPE_CHECKING:
     from ..functions import FunctionSet
     from ..sandbox import Sandbox
     from ..session import Session
 
-# call_function takes no meta (yet): until it does, a thin view of the sandbox adds the
-# agent's meta to what it logs. Checked once, so a version with `meta=` is used directly.
-_CALL_TAKES_META = "meta" in inspect.signature(call_function).parameters
 _KILLED = frozenset({Status.TIMEOUT, Status.MEMORY_LIMIT, Status.CRASHED})
-
-
-class _TaggedSandbox:
-    """The sandbox, with `meta` added to every execution it logs."""
-
-    def __init__(self, sandbox: Sandbox, meta: dict[str, Any]) -> None:
-        self._sandbox = sandbox
-        self._meta = meta
-
-    def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None
-                ) -> ExecutionResult:
-        return self._sandbox.execute(request, meta={**(meta or {}), **self._meta})
-
-    def record(self, request: ExecutionRequest, result: ExecutionResult,
-               meta: dict[str, Any] | None = None) -> None:
-        self._sandbox.record(request, result, {**(meta or {}), **self._meta})
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sandbox, name)
 
 
 class ActionRunner:
@@ -81,13 +58,8 @@ class ActionRunner:
 
     def call(self, function: str, arguments: Any, meta: dict[str, Any]) -> ExecutionResult:
         """Call a function of the set (validated first); the result, whatever happened."""
-        limits = self._limits()
-        if _CALL_TAKES_META:
-            result = call_function(self.sandbox, self.functions, function, arguments,  # type: ignore[call-arg]
-                                   limits=limits, meta=meta)
-        else:
-            tagged: Any = _TaggedSandbox(self.sandbox, meta)
-            result = call_function(tagged, self.functions, function, arguments, limits=limits)
+        result = call_function(self.sandbox, self.functions, function, arguments,
+                               limits=self._limits(), meta=meta)
         self.used_ms += result.duration_ms
         return result
 

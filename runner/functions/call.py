@@ -51,16 +51,19 @@ def build_request(spec: FunctionSpec, arguments: dict[str, Any], *,
 
 
 def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: str | None,
-                  arguments: Any, *, limits: Limits | None = None) -> ExecutionResult:
+                  arguments: Any, *, limits: Limits | None = None,
+                  meta: dict[str, Any] | None = None) -> ExecutionResult:
     """Validate `arguments` for the function `name` of `target` (a set, or one spec or
     `@tool` function, where `name` may be None), then run it in `sandbox`.
 
     `arguments` is a mapping, a JSON object text (as model tool calls carry it) or None.
     Mistakes of the caller's program (no name for a set of several functions, a name that
     contradicts a single spec) raise ConfigurationError; everything a model could get
-    wrong comes back as a result.
+    wrong comes back as a result. `meta` is added to what the log records (e.g. the
+    agent run and turn that made the call).
     """
     limits = limits or sandbox.limits
+    extra = dict(meta or {})
     function_set = target if isinstance(target, FunctionSet) else None
     if function_set is not None:
         if name is None:
@@ -71,7 +74,7 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
             name = function_set.names[0]
         spec = function_set.get(name)
         if spec is None:
-            return _unknown_function(sandbox, function_set, name, arguments, limits)
+            return _unknown_function(sandbox, function_set, name, arguments, limits, extra)
         version: int | None = function_set.version(name)
     else:
         spec = as_spec(target)  # type: ignore[arg-type]
@@ -80,9 +83,9 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
                                      fix="pass the function's own name, or no name")
         version = None
 
-    meta: dict[str, Any] = {"function": spec.name, "version": version,
-                            "set": function_set.name if function_set is not None else None,
-                            "spec_sha256": spec.digest}
+    call_meta: dict[str, Any] = {**extra, "function": spec.name, "version": version,
+                                 "set": function_set.name if function_set is not None else None,
+                                 "spec_sha256": spec.digest}
     data, problems = validate_arguments(spec, arguments)
     if problems is not None:
         request = build_request(spec, _loggable(arguments), function_set=function_set, limits=limits)
@@ -90,15 +93,15 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
         result = _refused(sandbox, limits, ErrorInfo(
             type="InvalidArguments", message=problems.message(), detail=detail))
         # The log row keeps the detail in meta too: it is the queryable copy.
-        sandbox.record(request, result, {**meta, "arguments": _loggable(arguments),
+        sandbox.record(request, result, {**call_meta, "arguments": _loggable(arguments),
                                          "invalid_arguments": detail})
         return result
     request = build_request(spec, data, function_set=function_set, limits=limits)
-    return sandbox.execute(request, meta={**meta, "arguments": data})
+    return sandbox.execute(request, meta={**call_meta, "arguments": data})
 
 
 def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, arguments: Any,
-                      limits: Limits) -> ExecutionResult:
+                      limits: Limits, extra: dict[str, Any]) -> ExecutionResult:
     available = function_set.names
     detail = {"function": name, "set": function_set.name, "available": available}
     message = (f"there is no function {name!r} in set {function_set.name!r}; the functions are: "
@@ -107,8 +110,9 @@ def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, ar
                                                  detail=detail))
     request = ExecutionRequest(code="", limits=limits,
                                call=FunctionCall(name=name, arguments=_loggable(arguments)))
-    sandbox.record(request, result, {"function": name, "version": None, "set": function_set.name,
-                                     "arguments": _loggable(arguments), "unknown_function": detail})
+    sandbox.record(request, result, {**extra, "function": name, "version": None,
+                                     "set": function_set.name, "arguments": _loggable(arguments),
+                                     "unknown_function": detail})
     return result
 
 

@@ -14,6 +14,7 @@ Applied once in the zygote, before any fork, so every child inherits it.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import importlib
@@ -126,6 +127,7 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
 
     def eval_expr(code: Any, local_dict: Any, global_dict: Any) -> Any:
         if isinstance(code, str):
+            ast.parse(code, "<string>", "eval")  # text that is not an expression: SyntaxError
             result = compile_restricted_eval(code, "<string>", policy=SandboxTransformer)
             _refuse_compile_errors(result.errors, f"the expression {code!r}")
             code = result.code
@@ -138,7 +140,7 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
 
     def compile_(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
         # parse_expr(evaluate=False) compiles an AST it transformed itself.
-        text = source if isinstance(source, str) else __import__("ast").unparse(source)
+        text = source if isinstance(source, str) else ast.unparse(source)
         result = compile_restricted_eval(text, filename, policy=SandboxTransformer) \
             if mode == "eval" else compile_user_code(text, filename)
         _refuse_compile_errors(result.errors, f"the expression {text!r}")
