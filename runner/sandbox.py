@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
@@ -47,6 +48,7 @@ class Sandbox:
             self._store = log_store
         self._closed = False
         self._lock = threading.Lock()
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 
     @property
     def log_store(self) -> LogStore | None:
@@ -82,8 +84,14 @@ class Sandbox:
         limits = limits or self.limits
         packages = tuple(packages or ())
         template = ExecutionRequest(code="", limits=limits, packages=packages)
-        return Session(self, self._backend.open_session(template), limits=limits,
-                       packages=packages, budget_s=budget_s)
+        session = Session(self, self._backend.open_session(template), limits=limits,
+                          packages=packages, budget_s=budget_s)
+        self._sessions.add(session)
+        return session
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def call(self, function: Any, arguments_or_name: Any = None, arguments: Any = None, *,
              limits: Limits | None = None, meta: dict[str, Any] | None = None) -> ExecutionResult:
@@ -120,6 +128,8 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
+        for session in list(self._sessions):  # their workers are outside the pools
+            session.close()
         self._backend.close()
         if self._owns_store and self._store is not None:
             self._store.close()

@@ -42,7 +42,7 @@ class Session:
     def run(self, code: str, *, limits: Limits | None = None,
             meta: dict[str, Any] | None = None) -> ExecutionResult:
         """Run one block in the session's namespace."""
-        if self._closed:
+        if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
         limits = limits or self.limits
         request = ExecutionRequest(code=code, limits=limits, packages=self.packages)

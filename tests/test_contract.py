@@ -268,3 +268,29 @@ def test_concurrent_runs_on_one_sandbox_get_their_own_output(sandbox):
     for n, r in results.items():
         assert_ok(r, f"{n}\n")
     assert len({r.id for r in results.values()}) == 40
+
+
+def test_output_that_grows_when_escaped_is_truncated_not_a_crash(sandbox):
+    # 12 MB of control characters is 72 MB as JSON: more than one reply frame carries.
+    r = sandbox.run("print(chr(1) * 12_000_000)", limits=Limits(max_output_bytes=12_000_000))
+    assert_ok(r)
+    assert r.stdout_truncated is True
+    assert r.stdout.startswith("\x01" * 1000)
+
+
+def test_lone_surrogates_in_user_text_do_not_break_the_result(sandbox):
+    r = sandbox.run("print('a\\ud800b')\nraise ValueError('bad \\ud800')")
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error.type == "ValueError"
+    assert r.stdout.startswith("a") and r.stdout.endswith("b\n")
+
+
+def test_a_request_that_is_not_json_is_refused_before_any_worker(sandbox):
+    from runner.types import ExecutionRequest, FunctionCall
+
+    request = ExecutionRequest(code="def g(x):\n    return x\n",
+                               call=FunctionCall(name="g", arguments={"x": {1, 2}}))
+    r = sandbox.execute(request)
+    assert r.status == Status.INVALID_ARGS
+    assert "JSON" in r.error.message
+    assert_still_works(sandbox)

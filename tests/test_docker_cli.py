@@ -65,3 +65,34 @@ def test_package_allowlist_policy_refuses_other_packages(tmp_path, monkeypatch):
         assert refused.status == Status.DENIED
         assert "tabulate" in refused.error.message and "allowlist" in refused.error.message
         assert refused.stdout == ""
+
+
+def _use_tabulate(home: str, queue) -> None:  # runs in a separate process
+    import os
+
+    os.environ["RUNNER_HOME"] = home
+    from runner import Sandbox
+
+    with Sandbox(backend="docker", log_store=False, pool_size=1) as sb:
+        results = [sb.run("import tabulate\nprint(tabulate.__name__)", packages=["tabulate"])
+                   for _ in range(3)]
+    queue.put([(r.status.value, r.stdout, r.packages.get("tabulate")) for r in results])
+
+
+def test_two_processes_share_one_package_environment_build(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_use_tabulate, args=(str(tmp_path), queue))
+               for _ in range(2)]
+    for process in workers:
+        process.start()
+    outcomes = [queue.get(timeout=300) for _ in workers]
+    for process in workers:
+        process.join(timeout=60)
+    for outcome in outcomes:
+        assert [status for status, _, _ in outcome] == ["ok"] * 3, outcome
+        assert all(stdout == "tabulate\n" and version for _, stdout, version in outcome)
+    envs = [p for p in (tmp_path / "envs").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(envs) == 1 and (envs[0] / ".complete").is_file()

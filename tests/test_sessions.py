@@ -78,3 +78,57 @@ def test_closed_session_refuses_blocks(sandbox):
     session.close()
     with pytest.raises(SandboxClosedError):
         session.run("print(1)")
+
+
+def test_sessions_never_starve_plain_runs_of_workers():
+    from runner import Sandbox
+
+    with Sandbox(log_store=False, pool_size=1) as sb:
+        sessions = [sb.session(), sb.session()]
+        for n, session in enumerate(sessions):
+            assert session.run(f"x = {n}").ok
+        # Both sessions hold workers, yet plain runs still get one.
+        assert sb.run("print('plain')", limits=Limits(timeout_s=5)).stdout == "plain\n"
+        assert [s.run("print(x)").stdout for s in sessions] == ["0\n", "1\n"]
+        for session in sessions:
+            session.close()
+
+
+def test_closing_the_sandbox_closes_its_sessions_and_their_workers():
+    import os
+
+    from runner import Sandbox
+
+    sb = Sandbox(log_store=False)
+    session = sb.session()
+    assert session.run("x = 1").ok
+    worker = session._backend_session._worker
+    sb.close()
+    with pytest.raises(SandboxClosedError):
+        session.run("print(x)")
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker.pid, 0)
+
+
+def test_a_worker_lost_mid_block_counts_its_time_and_one_restart():
+    import os
+    import signal
+    import threading
+
+    from runner import Sandbox
+    from runner.backends import worker_backend
+
+    with Sandbox(log_store=False) as sb:
+        session = sb.session(limits=Limits(timeout_s=1), budget_s=60)
+        assert session.run("x = 1").ok
+        worker = session._backend_session._worker
+        threading.Timer(0.3, os.killpg, (worker.pid, signal.SIGKILL)).start()
+        lost = session.run("while True: pass", limits=Limits(timeout_s=3))
+        assert lost.status == Status.CRASHED and "worker" in lost.error.message
+        assert lost.duration_ms >= 250  # the time was spent, and the budget counts it
+        assert session.used_s >= 0.25
+        after = session.run("print(x)")
+        assert after.status == Status.ERROR and after.error.type == "NameError"
+        assert session.restarts == 1
+        assert worker_backend.OUTER_GRACE_S > 0
+        session.close()

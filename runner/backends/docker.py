@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from ..docker import images
 from ..docker.engine import LABEL, OWNER_LABEL, containers, docker, remove_containers
 from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
-from ..errors import BackendUnavailableError
+from ..errors import BackendUnavailableError, SandboxClosedError
 from ..ids import new_id
 from ..packages import PackageRequestError, parse_requirements
 from ..types import ExecutionRequest, Limits, Status
@@ -166,6 +166,7 @@ class DockerBackend(WorkerBackend):
         self._environments: dict[tuple[str, ...], Environment] = {}
         self._image_versions: dict[str, str] | None = None
         self._lock = threading.Lock()
+        self._closed = False
         sweep_orphans()
 
     def pools(self) -> list[WorkerPool]:
@@ -183,9 +184,16 @@ class DockerBackend(WorkerBackend):
                 self._image_versions = dict(worker.info.get("versions") or {})
         return self._image_versions
 
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        super().close()
+
     def _pool(self, env: Environment, profile: Profile) -> WorkerPool:
         key = (env.key, profile)
         with self._lock:
+            if self._closed:  # a run that was building a package environment during close()
+                raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
             pool = self._pools.get(key)
             if pool is None:
                 def start() -> WorkerProcess:

@@ -8,12 +8,14 @@ leased for a whole conversation, whose child keeps its namespace between blocks)
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
+from ..worker.protocol import ProtocolError, encode
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 OUTER_GRACE_S = 10.0  # beyond the run's own timeout, before the host gives up on a worker
@@ -56,9 +58,22 @@ def refused_result(refusal: Refusal, base: dict[str, Any]) -> ExecutionResult:
                            error=ErrorInfo(type=refusal.type, message=refusal.message))
 
 
-def lost_result(exc: WorkerLost, base: dict[str, Any]) -> ExecutionResult:
-    return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
-        type="WorkerLost", message=f"{exc}; the worker was replaced"))
+def lost_result(exc: WorkerLost, base: dict[str, Any], started: float) -> ExecutionResult:
+    # The time is real (a wedged worker costs the whole outer deadline): budgets count it.
+    return ExecutionResult(**base, status=Status.CRASHED,
+                           duration_ms=int((time.monotonic() - started) * 1000),
+                           error=ErrorInfo(type="WorkerLost",
+                                           message=f"{exc}; the worker was replaced"))
+
+
+def unsendable_result(exc: Exception, base: dict[str, Any]) -> ExecutionResult:
+    return ExecutionResult(**base, status=Status.INVALID_ARGS, error=ErrorInfo(
+        type="InvalidRequest", message=f"the request cannot be sent to the sandbox as JSON: {exc}"))
+
+
+def _encodable(message: dict[str, Any]) -> None:
+    """Raise TypeError/ValueError/ProtocolError now, before a worker is involved."""
+    encode(message)
 
 
 class WorkerBackend:
@@ -88,12 +103,17 @@ class WorkerBackend:
         except Refusal as refusal:
             return refused_result(refusal, base)
         base["packages"] = placement.packages
+        message = request.worker_message(run_id)
+        try:
+            _encodable(message)
+        except (TypeError, ValueError, ProtocolError) as exc:
+            return unsendable_result(exc, base)
+        started = time.monotonic()
         try:
             with placement.pool.lease() as worker:
-                reply = worker.request(request.worker_message(run_id),
-                                       request.limits.timeout_s + OUTER_GRACE_S)
+                reply = worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
         except WorkerLost as exc:
-            return lost_result(exc, base)
+            return lost_result(exc, base, started)
         return result_from_reply(reply, base)
 
     def open_session(self, request: ExecutionRequest) -> BackendSession:
@@ -127,17 +147,22 @@ class BackendSession:
         except Refusal as refusal:
             return refused_result(refusal, base), False
         base["packages"] = self._placement.packages
-        if self._worker is None:
-            self._worker = self._placement.pool.acquire()
         message = request.worker_message(run_id)
         message["type"] = "session_run"
         try:
+            _encodable(message)
+        except (TypeError, ValueError, ProtocolError) as exc:
+            return unsendable_result(exc, base), False
+        if self._worker is None:
+            self._worker = self._placement.pool.take()
+        started = time.monotonic()
+        try:
             reply = self._worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
         except WorkerLost as exc:
-            self._placement.pool.release(self._worker, healthy=False)
+            self._placement.pool.give_back(self._worker, healthy=False)
             self._worker = None
-            result = lost_result(exc, base)
-            return result, True
+            # Not "fresh" yet: the next block's reply says its session started anew.
+            return lost_result(exc, base, started), False
         return result_from_reply(reply, base), bool(reply.get("session_started"))
 
     def close(self) -> None:
@@ -147,6 +172,6 @@ class BackendSession:
         try:
             worker.request({"type": "session_close"}, OUTER_GRACE_S)
         except WorkerLost:
-            self._placement.pool.release(worker, healthy=False)
+            self._placement.pool.give_back(worker, healthy=False)
             return
-        self._placement.pool.release(worker, healthy=True)
+        self._placement.pool.give_back(worker, healthy=True)

@@ -179,12 +179,34 @@ class WorkerPool:
     def size(self) -> int:
         return self._size
 
-    def acquire(self) -> WorkerProcess:
-        """A worker for the caller alone until `release`; waits while all are busy."""
-        return self._acquire()
+    def take(self) -> WorkerProcess:
+        """A worker that leaves the pool (for a session, which may hold it for long):
+        an idle one if there is one, else a new one; never waits, and the pool may start
+        another worker in its place, so sessions can never starve plain runs."""
+        with self._cond:
+            if self._closed:
+                raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
+            while self._idle:
+                worker = self._idle.pop()
+                self._count -= 1
+                self._cond.notify()
+                if worker.alive():
+                    return worker
+                worker.kill()
+        return self._factory()
 
-    def release(self, worker: WorkerProcess, *, healthy: bool) -> None:
-        self._release(worker, healthy)
+    def give_back(self, worker: WorkerProcess, *, healthy: bool) -> None:
+        """Return a worker from `take`: kept if the pool has room, else closed."""
+        with self._cond:
+            if healthy and not self._closed and worker.alive() and self._count < self._size:
+                self._count += 1
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+        if healthy:
+            worker.close()
+        else:
+            worker.kill()
 
     def _acquire(self) -> WorkerProcess:
         with self._cond:

@@ -14,6 +14,7 @@ cached, mounted read-only.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -69,6 +70,15 @@ def _pip_reason(stderr: str) -> str:
     return "\n".join((errors or lines)[-6:])[-1500:] or "pip failed without a message"
 
 
+def _run_pip(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise InstallFailed(f"pip did not finish within {timeout:g} s (a slow or unreachable "
+                            "index?)") from None
+
+
 def _download(requests: list[PackageRequest], wheels: Path, timeout: float) -> None:
     command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
                "--only-binary=:all:", "--python-version", IMAGE_PYTHON,
@@ -76,8 +86,7 @@ def _download(requests: list[PackageRequest], wheels: Path, timeout: float) -> N
     for tag in _pip_platforms():
         command += ["--platform", tag]
     command += ["--", *[str(request) for request in requests]]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = _run_pip(command, timeout)
     if proc.returncode != 0:
         raise InstallFailed(_pip_reason(proc.stderr))
 
@@ -88,10 +97,8 @@ def _pip_wheel(cache: Path, timeout: float) -> Path:
     found = sorted(tools.glob("pip-*.whl"))
     if not found:
         tools.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                               "--only-binary=:all:", "--dest", str(tools), "pip"],
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        proc = _run_pip([sys.executable, "-m", "pip", "download", "--no-deps",
+                         "--only-binary=:all:", "--dest", str(tools), "pip"], timeout)
         if proc.returncode != 0:
             raise InstallFailed("could not fetch pip itself: " + _pip_reason(proc.stderr))
         found = sorted(tools.glob("pip-*.whl"))
@@ -127,8 +134,12 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
     key = hashlib.sha256(json.dumps(
         [sorted(str(r) for r in requests), image_id]).encode()).hexdigest()[:16]
     root = runner_home() / "envs"
+    root.mkdir(parents=True, exist_ok=True)
     target = root / key
-    with _lock(key):
+    # A thread lock for this process and a file lock for the others: one build per key,
+    # and a finished environment (which containers may have mounted) is never replaced.
+    with _lock(key), open(root / f".{key}.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
         if (target / _COMPLETE).is_file():
             versions = json.loads((target / _COMPLETE).read_text())
             return Environment(key, target, _select(versions, requests))
@@ -144,7 +155,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
             _readable_by_all(staging)  # sandboxes run as another user and mount it read-only
             versions = _installed_versions(staging)
             (staging / _COMPLETE).write_text(json.dumps(versions))
-            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(target, ignore_errors=True)  # only ever an unfinished one here
             os.replace(staging, target)  # atomic: a half-built environment is never used
         finally:
             shutil.rmtree(staging, ignore_errors=True)

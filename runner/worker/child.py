@@ -150,7 +150,8 @@ def _finish_streams() -> None:
 
 def _report(result_fd: int, outcome: dict[str, Any]) -> None:
     try:
-        data = json.dumps(outcome, ensure_ascii=False, default=repr).encode("utf-8")
+        data = json.dumps(outcome, ensure_ascii=False, default=repr).encode(
+            "utf-8", errors="replace")  # lone surrogates from user text become "?"
     except BaseException as exc:  # e.g. MemoryError, or a value json cannot encode
         data = json.dumps(
             {"kind": "internal", "error": {"type": type(exc).__name__,

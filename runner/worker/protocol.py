@@ -20,7 +20,10 @@ class ProtocolError(Exception):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # errors="replace": text from user code may hold lone surrogates, which UTF-8 cannot
+    # carry; they arrive as "?" rather than failing the whole message.
+    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", errors="replace")
     if len(body) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(body)} bytes exceeds {MAX_MESSAGE_BYTES}")
     return HEADER.pack(len(body)) + body

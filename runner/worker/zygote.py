@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .child import Executor, child_main, session_main
-from .protocol import HEADER, read_message, write_message
+from .protocol import HEADER, MAX_MESSAGE_BYTES, ProtocolError, read_message, write_message
 
 MAX_RESULT_BYTES = 32 * 1024 * 1024
 DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
@@ -693,6 +693,29 @@ def _child_request(message: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if key not in ("id", "type")}
 
 
+def _write_reply(fd: int, reply: dict[str, Any]) -> None:
+    """Send a reply; one too large for a frame (huge, heavily escaped output) is sent with
+    its output cut further, flagged as truncated, rather than failing the worker."""
+    try:
+        write_message(fd, reply)
+        return
+    except ProtocolError:
+        pass
+    room = MAX_MESSAGE_BYTES // 16  # characters per stream; JSON escaping grows them <= 6x
+    for stream in ("stdout", "stderr"):
+        text = reply.get(stream) or ""
+        if len(text) > room:
+            reply[stream] = text[:room] + TRUNCATION_MARKER
+            reply[f"{stream}_truncated"] = True
+    try:
+        write_message(fd, reply)
+    except ProtocolError as exc:  # e.g. an enormous return value
+        write_message(fd, {"type": "result", "id": reply.get("id"), "status": "crashed",
+                           "exit_code": None, "stdout": "", "stderr": "",
+                           "error": {"type": "WorkerError", "traceback": "",
+                                     "message": f"the result was too large to send: {exc}"}})
+
+
 def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = False) -> None:
     """Answer requests until the host closes our stdin."""
     in_fd, out_fd = _take_protocol_fds()
@@ -734,7 +757,7 @@ def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = F
                 reply = {"type": "pong"}
             else:
                 reply = {"type": "error", "message": f"unknown message type {kind!r}"}
-            write_message(out_fd, {**reply, "id": message.get("id")})
+            _write_reply(out_fd, {**reply, "id": message.get("id")})
             if container and kind == "run":
                 # After the reply (off the caller's clock), before the next request is
                 # read: nothing of this run survives into the next one.
