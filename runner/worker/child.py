@@ -178,9 +178,13 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) 
     _close_other_fds(keep_fds)
 
 
-def enter_workdir(workdir: str) -> None:
+def enter_workdir(executor: Executor, workdir: str) -> None:
     """Created when the request arrives, not when the child is forked: a child forked
-    while another run was going on has nothing that run could have touched."""
+    while another run was going on has nothing that run could have touched. Executors
+    whose code cannot touch files (the restricted tier) need none."""
+    if not getattr(executor, "uses_files", True):
+        os.chdir("/")
+        return
     os.mkdir(workdir, 0o700)
     os.chdir(workdir)
     os.environ["HOME"] = workdir
@@ -208,7 +212,7 @@ def child_main(
         os.close(request_fd)
         if request is None:  # the parent went away before handing us work
             os._exit(0)
-        enter_workdir(workdir)
+        enter_workdir(executor, workdir)
         apply_limits(request["limits"])
         me = os.getpid()
         try:
@@ -260,7 +264,7 @@ def session_main(
     after its output has been flushed, so the parent can tell the blocks apart."""
     try:
         prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
-        enter_workdir(workdir)
+        enter_workdir(executor, workdir)
         namespace = executor.new_namespace()
         first = True
         while True:

@@ -30,6 +30,7 @@ _DANGEROUS_OBJECTS = (
 
 class RestrictedExecutor:
     name = "restricted"
+    uses_files = False  # no file access at all: runs need no working directory
 
     def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES) -> None:
         self.policy = Policy(allowed_modules)

@@ -84,10 +84,10 @@ class Watch:
         self.max_rss_kb = 0
         self.duration_ms = 0
         self.memory_mb = int(limits.get("memory_mb") or 0)
-        self.oom_before = _oom_kills()
+        self.oom_before = _oom_kills() if CHECK_OOM else None
 
     def oom_killed(self) -> bool:
-        after = _oom_kills()
+        after = _oom_kills() if CHECK_OOM else None
         if after is not None and self.oom_before is not None:
             return after > self.oom_before
         # No cgroup counter to read: judge by how much memory the run had reached.
@@ -104,6 +104,9 @@ class Watch:
         return True
 
 
+# Set in containers, where the cgroup's OOM killer is how memory limits end runs. On the
+# host (restricted tier) memory ends a run with MemoryError under RLIMIT_AS instead.
+CHECK_OOM = False
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
@@ -727,6 +730,8 @@ def serve(executor: Executor, ready_info: dict[str, Any], *, container: bool = F
         # Process counts are per user across the whole host; in a container the pids
         # cgroup (--pids-limit) is the per-sandbox limit instead.
         child.LIMIT_PROCESSES = False
+        global CHECK_OOM
+        CHECK_OOM = True
     base_dir = tempfile.mkdtemp(prefix="runner-worker-")
     # Everything imported so far is shared with every child; keep the collector from
     # touching (and so copying) those pages after each fork.
