@@ -972,3 +972,137 @@ def test_findroot_solver_callback_does_not_receive_the_mpmath_context(restricted
     r = attack(restricted, code)
     assert_denied(r, ("solver", "findroot", "nsolve", "mpmath", "ctx_mp", "MPContext"))
     assert "MPContext" not in r.stdout, r.stdout
+
+
+# --- escapes found in the third review ---------------------------------------------------
+#
+# Library code that calls a user-defined special method (__setattr__, __getattr__, or a
+# plain method such as update()) hands it values the guards never see. functools'
+# update_wrapper/wraps read attributes with the real getattr (names from `assigned=` and
+# `updated=`, or by default `__dict__`) and pass them to the wrapper's __setattr__ or to
+# `getattr(wrapper, '__dict__').update(...)`: a module's globals, so the real builtins,
+# real __import__ and real setattr. With those, the worker's own modules are reachable:
+# flipping `runner.worker.audit._busy` turns the audit hook off, and os.system runs.
+
+_REAL_BUILTINS_THEN_SYSTEM = (
+    "imp, ga, sa = b.get('__import__'), b.get('getattr'), b.get('setattr')\n"
+    "sa(imp('runner.worker.audit', None, None, ['x']), '_busy', True)\n"
+    "ga(imp('os'), 'system')('touch {marker}')\n"
+    "print('escaped')\n"
+)
+
+THIRD_REVIEW_ESCAPES = [
+    (
+        # `assigned=('__globals__',)`: update_wrapper does getattr(json.loads, '__globals__')
+        # and setattr(wrapper, '__globals__', value); the user's __setattr__ gets the dict.
+        "update_wrapper-assigned-globals-to-user-setattr",
+        "import functools, json\n"
+        "box = []\n"
+        "class W:\n"
+        "    def __setattr__(self, name, value):\n"
+        "        if name == '__globals__':\n"
+        "            box.append(value.get('__builtins__'))\n"
+        "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
+        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
+    ),
+    (
+        # The same through functools.wraps.
+        "wraps-assigned-globals-to-user-setattr",
+        "import functools, json\n"
+        "box = []\n"
+        "class W:\n"
+        "    def __setattr__(self, name, value):\n"
+        "        if name == '__globals__':\n"
+        "            box.append(value.get('__builtins__'))\n"
+        "functools.wraps(json.loads, assigned=('__globals__',), updated=())(W())\n"
+        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
+    ),
+    (
+        # Default arguments are enough: WRAPPER_UPDATES is ('__dict__',), so
+        # getattr(wrapper, '__dict__').update(getattr(json, '__dict__')) hands the module's
+        # globals to an update() the user wrote (a __slots__ class answers __dict__ from
+        # __getattr__).
+        "update_wrapper-default-updated-module-dict",
+        "import functools, json\n"
+        "box = []\n"
+        "class D:\n"
+        "    def update(self, d):\n"
+        "        box.append(d.get('__builtins__'))\n"
+        "class W:\n"
+        "    __slots__ = ()\n"
+        "    def __getattr__(self, name):\n"
+        "        return D()\n"
+        "    def __setattr__(self, name, value):\n"
+        "        pass\n"
+        "functools.update_wrapper(W(), json)\n"
+        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
+    ),
+]
+
+_THIRD_REVIEW_NAMES = ("update_wrapper", "wraps", "functools", "__globals__", "__dict__",
+                       "__setattr__", "assigned", "updated", "__builtins__", "update")
+
+
+@pytest.mark.parametrize("code", [c[1] for c in THIRD_REVIEW_ESCAPES], ids=[c[0] for c in THIRD_REVIEW_ESCAPES])
+def test_third_review_escapes_are_denied(restricted, markers, code):
+    marker = markers / "pwned"
+    r = attack(restricted, code.format(marker=str(marker)))
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
+    assert_denied(r, _THIRD_REVIEW_NAMES)
+    assert "escaped" not in r.stdout, r.stdout
+
+
+def test_function_call_cannot_use_the_update_wrapper_escape(restricted, markers):
+    # The same escape inside a FunctionSpec body, through Sandbox.call.
+    from runner.functions import FunctionSpec
+
+    marker = markers / "pwned"
+    body = THIRD_REVIEW_ESCAPES[0][1].format(marker=str(marker))
+    code = "def add(x: int, y: int) -> int:\n" + "".join(
+        f"    {line}\n" for line in body.splitlines()) + "    return x + y\n"
+    spec = FunctionSpec(name="add", description="Add two integers.", code=code, parameters={
+        "type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"]})
+    r = restricted.call(spec, {"x": 1, "y": 2})
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
+    assert_denied(r, _THIRD_REVIEW_NAMES)
+
+
+def test_session_block_cannot_disable_the_guards_of_later_blocks(restricted):
+    # One block replaces runner.worker.guards.deny with a no-op (real builtins from the
+    # update_wrapper gadget); every later block of the session then runs unguarded.
+    plant = (
+        "import functools, json\n"
+        "box = []\n"
+        "class W:\n"
+        "    def __setattr__(self, name, value):\n"
+        "        if name == '__globals__':\n"
+        "            box.append(value.get('__builtins__'))\n"
+        "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
+        "b = box.pop()\n"
+        "g = b.get('__import__')('runner.worker.guards', None, None, ['x'])\n"
+        "b.get('setattr')(g, 'deny', lambda *a, **k: None)\n"
+        "print('planted')\n"
+    )
+    walk = "o = getattr(getattr((), '__class__'), '__base__')\nprint(len(getattr(o, '__subclasses__')()))\n"
+    with restricted.session() as session:
+        first = session.run(plant)
+        second = session.run(walk)
+    assert first.status == Status.DENIED, _describe(first)
+    assert "planted" not in first.stdout, first.stdout
+    assert_denied(second, ("__class__",))
+
+
+def test_real_type_is_not_reachable_through_type_of_a_class(restricted):
+    # type(int) is the real `type`: three-argument class creation without
+    # _guarded_build_class, so a class that is both a str and a library class (the
+    # gadget behind the printmethod escapes) can be built anyway.
+    code = (
+        "from sympy.printing.str import StrPrinter\n"
+        "T = type(int)\n"
+        "P = T('P', (str, StrPrinter), {})\n"
+        "print('built', P.mro())\n"
+    )
+    r = attack(restricted, code)
+    assert_denied(r, ("type", "StrPrinter", "str", "class"))
+    assert "built" not in r.stdout, r.stdout

@@ -24,35 +24,19 @@ _DENIED_EVENTS = (
     "os.chown", "os.link", "os.symlink", "os.truncate", "os.utime", "os.putenv",
     "os.unsetenv", "os.chdir", "os.chroot", "os.setuid",
     "subprocess.", "pty.", "socket.", "ctypes.", "shutil.", "mmap.", "sys.settrace",
-    "sys.setprofile", "sys._current_frames", "code.__new__",
+    "sys.setprofile", "sys._current_frames", "code.__new__", "gc.get_objects",
+    "gc.get_referrers", "gc.get_referents",
     "function.__new__", "signal.", "resource.setrlimit", "fcntl.", "glob.",
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_installed = False
-_busy = False
+_readable: tuple[str, ...] | None = None
 
 
 def _readable_roots() -> tuple[str, ...]:
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             "/usr/share/zoneinfo", os.path.dirname(os.path.dirname(__file__))}
+             "/usr/share/zoneinfo", "/etc/localtime", os.path.dirname(os.path.dirname(__file__))}
     roots.update(path for path in sys.path if path and os.path.isdir(path))
     return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
-
-
-class suspended:
-    """The worker's own privileged steps in the child (raising a session's CPU limit)."""
-
-    def __enter__(self) -> None:
-        global _busy
-        self._was = _busy
-        _busy = True
-
-    def __exit__(self, *exc: object) -> None:
-        global _busy
-        _busy = self._was
-
-
-_readable: tuple[str, ...] | None = None
 
 
 def prepare() -> None:
@@ -61,68 +45,75 @@ def prepare() -> None:
     _readable = _readable_roots()
 
 
-def install() -> None:
-    """Add the hook (idempotent; call it in the child, never in the zygote)."""
-    global _installed
-    if _installed:
-        return
-    _installed = True
-    readable = _readable or _readable_roots()
+def readable_roots() -> tuple[str, ...]:
+    return _readable or _readable_roots()
+
+
+class Hook:
+    """The installed hook's handle. Its state lives in the hook's closure, not in a module
+    global that code holding the real builtins could simply flip; `suspended` is for the
+    worker's own privileged steps (raising a session's CPU limit)."""
+
+    def __init__(self, suspend: Any) -> None:
+        self.suspended = suspend
+
+
+def install() -> Hook:
+    """Add the hook (call it once, in the child, never in the zygote)."""
+    readable = readable_roots()
+    busy = [False]  # events raised by the hook's own work, or by the worker's own steps
+    refuse = deny  # captured now: replacing guards.deny later changes nothing here
+
+    def refuse_quietly(message: str) -> None:
+        busy[0] = True
+        try:
+            refuse(message)
+        finally:
+            busy[0] = False
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        global _busy
-        if _busy:  # events raised by the hook's own work
+        if busy[0]:
             return
         if event.startswith(_DENIED_EVENTS):
-            _busy = True
-            try:
-                deny(f"the restricted backend does not allow '{event}' (processes, files, "
-                     "sockets and C libraries are off limits)")
-            finally:
-                _busy = False
+            refuse_quietly(f"the restricted backend does not allow '{event}' (processes, "
+                           "files, sockets and C libraries are off limits)")
         elif event == "open":
-            _check_open(args, readable)
+            busy[0] = True
+            try:
+                problem = _open_problem(args, readable)
+            finally:
+                busy[0] = False
+            if problem:
+                refuse_quietly(problem)
         elif event in ("exec", "compile"):
-            _check_caller(event)
+            # Frame 0 is this hook, 1 whoever called exec/eval/compile.
+            filename = sys._getframe(1).f_code.co_filename
+            if filename.startswith("<") and not filename.startswith("<frozen "):
+                refuse_quietly(f"calling {'eval/exec' if event == 'exec' else 'compile'} "
+                               "directly is not allowed in the restricted backend")
+
+    class suspended:
+        def __enter__(self) -> None:
+            self.was = busy[0]
+            busy[0] = True
+
+        def __exit__(self, *exc: object) -> None:
+            busy[0] = self.was
 
     sys.addaudithook(hook)
+    return Hook(suspended)
 
 
-def _check_open(args: tuple[Any, ...], readable: tuple[str, ...]) -> None:
-    global _busy
+def _open_problem(args: tuple[Any, ...], readable: tuple[str, ...]) -> str | None:
     path, mode, flags = (list(args) + [None, None, 0])[:3]
     writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
         bool((flags or 0) & _WRITE_FLAGS)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not isinstance(path, str):
-        if writing:
-            _busy = True
-            try:
-                deny("opening a file descriptor for writing is not allowed")
-            finally:
-                _busy = False
-        return
-    _busy = True
-    try:
-        real = os.path.realpath(path)
-        if writing:
-            deny(f"writing files ({path}) is not allowed in the restricted backend")
-        if not real.startswith(readable):
-            deny(f"reading {path} is not allowed in the restricted backend")
-    finally:
-        _busy = False
-
-
-def _check_caller(event: str) -> None:
-    global _busy
-    _busy = True
-    try:
-        # Frame 0 is this function, 1 the hook, 2 whoever called exec/eval/compile.
-        caller = sys._getframe(2)
-        filename = caller.f_code.co_filename
-        if filename.startswith("<") and not filename.startswith("<frozen "):
-            deny(f"calling {'eval/exec' if event == 'exec' else 'compile'} directly is not "
-                 "allowed in the restricted backend")
-    finally:
-        _busy = False
+        return "opening a file descriptor for writing is not allowed" if writing else None
+    if writing:
+        return f"writing files ({path}) is not allowed in the restricted backend"
+    if not os.path.realpath(path).startswith(readable):
+        return f"reading {path} is not allowed in the restricted backend"
+    return None

@@ -22,6 +22,7 @@ import sys
 import types
 from collections.abc import Callable, Iterable
 from collections import UserString
+import functools
 from functools import partial
 from typing import Any
 
@@ -64,8 +65,7 @@ SAFE_DUNDER_ATTRIBUTES = frozenset({
 
 # Special methods user classes may define (defining them on one's own class is harmless).
 SPECIAL_METHOD_NAMES = SAFE_DUNDER_ATTRIBUTES | frozenset({
-    "__new__", "__del__", "__setitem__", "__delitem__", "__getattr__", "__setattr__",
-    "__delattr__", "__post_init__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+    "__new__", "__del__", "__setitem__", "__delitem__", "__post_init__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
     "__ifloordiv__", "__imod__", "__ipow__", "__and__", "__or__", "__xor__", "__rand__",
     "__ror__", "__rxor__", "__invert__", "__lshift__", "__rshift__", "__matmul__",
     "__rmatmul__", "__divmod__", "__rdivmod__", "__complex__", "__trunc__", "__floor__",
@@ -207,6 +207,53 @@ class Guards:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._builtins: dict[str, Any] | None = None
+        # Library callables user code gets a guarded version of: id -> (real, stand-in).
+        self._substitutes: dict[int, tuple[Any, Any]] = {}
+        self.substitute(functools.update_wrapper, self._update_wrapper)
+        self.substitute(functools.wraps, self._wraps)
+
+    def substitute(self, real: Any, stand_in: Any) -> None:
+        self._substitutes[id(real)] = (real, stand_in)
+
+    # -- functools.update_wrapper / wraps -------------------------------------------
+    # The real ones read attributes the caller names (with the real getattr) and hand
+    # them to the wrapper's own __setattr__ or to whatever its __dict__ is: a way to
+    # receive `__globals__` of any function. These copy only the standard attributes,
+    # each checked, and never call methods of the wrapper.
+    def _update_wrapper(self, wrapper: Any, wrapped: Any,
+                        assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+                        updated: Any = functools.WRAPPER_UPDATES) -> Any:
+        if tuple(assigned) != functools.WRAPPER_ASSIGNMENTS or \
+                tuple(updated) != functools.WRAPPER_UPDATES:
+            deny("functools.update_wrapper/wraps with custom assigned= or updated= is not "
+                 "allowed in the restricted backend")
+        if isinstance(wrapped, (types.ModuleType, type)) or isinstance(wrapper, types.ModuleType):
+            deny("functools.update_wrapper/wraps needs functions, not modules or classes, in "
+                 "the restricted backend")
+        for attribute in functools.WRAPPER_ASSIGNMENTS:
+            try:
+                value = getattr(wrapped, attribute)
+            except AttributeError:
+                continue
+            value = self.check_value(value, f"'{attribute}' of the wrapped function")
+            object.__setattr__(wrapper, attribute, value) if _is_user_defined(wrapper) \
+                else setattr(wrapper, attribute, value)
+        source = getattr(wrapped, "__dict__", None)
+        try:  # the instance dict itself, never a `__dict__` the wrapper's class provides
+            target = object.__getattribute__(wrapper, "__dict__")
+        except (AttributeError, TypeError):
+            target = None
+        if isinstance(source, dict) and isinstance(target, dict):
+            for key, value in list(source.items()):
+                target[key] = self.check_value(value, f"attribute {key!r} of the wrapped function")
+        object.__setattr__(wrapper, "__wrapped__", wrapped) if _is_user_defined(wrapper) \
+            else setattr(wrapper, "__wrapped__", wrapped)
+        return wrapper
+
+    def _wraps(self, wrapped: Any, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+               updated: Any = functools.WRAPPER_UPDATES) -> Any:
+        return partial(self._update_wrapper, wrapped=wrapped, assigned=assigned,
+                       updated=updated)
 
     def builtins_table(self) -> dict[str, Any]:
         """Built once (in the zygote); each forked child gets its own copy-on-write copy."""
@@ -216,10 +263,14 @@ class Guards:
 
     # -- values ---------------------------------------------------------------------
     def check_value(self, value: Any, where: str, depth: int = 0) -> Any:
-        """Refuse values user code must never hold; return the value otherwise."""
+        """Refuse values user code must never hold; return the value (or its guarded
+        stand-in) otherwise."""
         kind = type(value)
         if kind in _PLAIN_TYPES:
             return value
+        substitute = self._substitutes.get(id(value))
+        if substitute is not None and substitute[0] is value:
+            return substitute[1]
         if kind is types.ModuleType or isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", "?")
             if not self.policy.module_allowed(name):
@@ -351,15 +402,24 @@ class Guards:
         target = sys.modules[name]
         if "*" in fromlist:
             return self._star_facade(target)
+        # `from M import a` reads `a` off whatever this returns with the real getattr:
+        # hand out a facade holding only the checked (and substituted) names.
+        facade = types.ModuleType(target.__name__)
         for item in fromlist:
+            if not isinstance(item, str):
+                continue
             if hasattr(target, item):
-                self.check_value(getattr(target, item), f"'{item}' of module '{name}'")
+                value = self.check_value(getattr(target, item), f"'{item}' of module '{name}'")
             else:
                 submodule = f"{name}.{item}"
                 if not self.policy.module_allowed(submodule):
                     deny(f"import of '{submodule}' is not allowed in the restricted backend; "
                          f"allowed modules: {self.policy.allowed_text()}")
-        return module
+                value = sys.modules.get(submodule)
+                if value is None:
+                    continue  # Python reports the ImportError itself
+            setattr(facade, item, value)
+        return facade
 
     def _star_facade(self, module: types.ModuleType) -> types.ModuleType:
         """`from M import *` copies from this facade: refused names become refusals."""
@@ -557,7 +617,12 @@ def compile_user_code(source: str | ast.Module, filename: str) -> Any:
 
 def _guarded_type(*args: Any) -> type:
     if len(args) == 1:
-        return type(args[0])
+        kind = type(args[0])
+        if issubclass(kind, type) and kind.__module__ != "__main__":
+            # The type of a class is a metaclass (`type` itself, EnumType, ...): calling it
+            # makes classes outside the class statement and its checks.
+            deny("type() of a class (a metaclass) is not available in the restricted backend")
+        return kind
     return deny("type() with three arguments (creating classes dynamically) is not allowed; "
                 "use a class statement")
 
