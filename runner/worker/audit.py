@@ -49,19 +49,11 @@ def readable_roots() -> tuple[str, ...]:
     return _readable or _readable_roots()
 
 
-class Hook:
-    """The installed hook's handle. Its state lives in the hook's closure, not in a module
-    global that code holding the real builtins could simply flip; `suspended` is for the
-    worker's own privileged steps (raising a session's CPU limit)."""
-
-    def __init__(self, suspend: Any) -> None:
-        self.suspended = suspend
-
-
-def install() -> Hook:
-    """Add the hook (call it once, in the child, never in the zygote)."""
+def install() -> None:
+    """Add the hook (call it once, in the child, never in the zygote). Its state lives in
+    its closure, not in a module global that code holding the real builtins could flip."""
     readable = readable_roots()
-    busy = [False]  # events raised by the hook's own work, or by the worker's own steps
+    busy = [False]  # events raised by the hook's own work
     refuse = deny  # captured now: replacing guards.deny later changes nothing here
 
     def refuse_quietly(message: str) -> None:
@@ -92,16 +84,7 @@ def install() -> Hook:
                 refuse_quietly(f"calling {'eval/exec' if event == 'exec' else 'compile'} "
                                "directly is not allowed in the restricted backend")
 
-    class suspended:
-        def __enter__(self) -> None:
-            self.was = busy[0]
-            busy[0] = True
-
-        def __exit__(self, *exc: object) -> None:
-            busy[0] = self.was
-
     sys.addaudithook(hook)
-    return Hook(suspended)
 
 
 def _open_problem(args: tuple[Any, ...], readable: tuple[str, ...]) -> str | None:

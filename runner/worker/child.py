@@ -9,7 +9,6 @@ stdout and the result channel are different pipes. Stdlib only.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
@@ -89,10 +88,9 @@ def apply_limits(limits: dict[str, Any], *, session: bool = False) -> None:
     cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     if session:
-        # Later blocks extend the soft limit (see _extend_cpu_limit), so the hard one
-        # stays where it is; the parent's wall-clock kill is the backstop.
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu if cpu_hard == resource.RLIM_INFINITY
-                                                 else min(cpu, cpu_hard), cpu_hard))
+        # CPU time adds up over a session's blocks, and a confined child may not change
+        # its limits later: each block is bounded by the parent's wall-clock kill instead.
+        pass
     elif cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
         # The hard value is one second above the soft one: SIGXCPU first, which we
         # report as a timeout, and SIGKILL if the code ignores it.
@@ -239,17 +237,6 @@ def _leave_if_forked(me: int) -> None:
         os._exit(0)
 
 
-def _extend_cpu_limit(limits: dict[str, Any]) -> None:
-    """A session's CPU limit is per block: allow `cpu_s` more than used so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = usage.ru_utime + usage.ru_stime
-    cpu = math.ceil(used + float(limits.get("cpu_s") or limits["timeout_s"]))
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard != resource.RLIM_INFINITY:
-        cpu = min(cpu, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
-
-
 def session_main(
     executor: Executor,
     *,
@@ -272,12 +259,9 @@ def session_main(
             if request is None:
                 break
             try:
-                with getattr(executor, "trusted", contextlib.nullcontext)():
-                    if first:
-                        apply_limits(request["limits"], session=True)  # memory: whole session
-                        first = False
-                    else:
-                        _extend_cpu_limit(request["limits"])
+                if first:
+                    apply_limits(request["limits"], session=True)  # memory: whole session
+                    first = False
                 me = os.getpid()
                 try:
                     outcome = executor.execute(request, namespace)

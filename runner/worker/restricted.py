@@ -8,14 +8,14 @@ inherited by every child for free.
 from __future__ import annotations
 
 import ast
-import contextlib
 import builtins
 import importlib
 import operator
 from collections.abc import Iterable
 from typing import Any
 
-from . import audit, landlock
+from . import audit
+from .confine import confine
 from . import guards as guard_module
 from .guards import DEFAULT_ALLOWED_MODULES, Denied, Guards, Policy, compile_user_code, make_globals
 from .execution import Refused, run_request
@@ -39,7 +39,6 @@ class RestrictedExecutor:
         self.guards = Guards(self.policy)
         self.preloaded: list[str] = []
         self._confined = False
-        self._hook: audit.Hook | None = None
         self.kernel_confined = False
 
     def preload(self) -> list[str]:
@@ -84,16 +83,12 @@ class RestrictedExecutor:
     def new_namespace(self) -> dict[str, Any]:
         return make_globals(self.guards)
 
-    def trusted(self) -> Any:
-        """Lets the worker change its own limits after the audit hook is in place."""
-        return self._hook.suspended() if self._hook is not None else contextlib.nullcontext()
-
     def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
                 ) -> dict[str, Any]:
         guard_module.clear_denials()  # a session child runs many requests
         if not self._confined:  # in the child: the zygote never executes requests itself
-            self.kernel_confined = landlock.restrict(audit.readable_roots())
-            self._hook = audit.install()
+            self.kernel_confined = confine(audit.readable_roots())
+            audit.install()
             self._confined = True
         return run_request(request, compile_source=self._compile,
                            namespace=namespace if namespace is not None else self.new_namespace(),

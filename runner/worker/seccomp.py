@@ -1,0 +1,130 @@
+"""A seccomp filter for the restricted tier's child: the system calls Landlock leaves open.
+
+Landlock confines files, TCP and (on new kernels) signals. It does not stop a process
+from creating sockets of other kinds (a Unix socket to the Docker daemon, UDP, raw),
+starting processes, executing code from memory, or using privileges it has when the
+worker runs as root. This filter refuses those calls outright (EPERM), so code holding
+the real builtins still cannot: create any socket, create a process (threads are fine),
+execute anything, signal or trace anything but itself, leave its process group, change
+its own limits, or touch kernel state (mounts, modules, hostname, time, keys, BPF).
+
+Built by hand as classic BPF with ctypes (stdlib only). x86_64 only for now; elsewhere
+`install` returns False and the other layers remain.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import struct
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_SYSCALL_BIT = 0x40000000
+_CLONE_THREAD = 0x00010000
+
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
+_RET_EPERM = 0x00050000 | 1
+_RET_ENOSYS = 0x00050000 | 38
+
+_LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+
+_NR, _ARCH = 0, 4
+
+
+def _arg(index: int, high: bool = False) -> int:
+    return 16 + 8 * index + (4 if high else 0)  # little endian: low word first
+
+
+# x86_64 numbers of calls refused outright.
+_DENIED_X86_64 = {
+    41: "socket", 53: "socketpair", 57: "fork", 58: "vfork", 59: "execve", 322: "execveat",
+    319: "memfd_create", 112: "setsid", 109: "setpgid", 101: "ptrace",
+    310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
+    424: "pidfd_send_signal", 272: "unshare", 308: "setns", 165: "mount", 166: "umount2",
+    155: "pivot_root", 161: "chroot", 169: "reboot", 170: "sethostname", 171: "setdomainname",
+    175: "init_module", 313: "finit_module", 176: "delete_module", 246: "kexec_load",
+    320: "kexec_file_load", 321: "bpf", 298: "perf_event_open", 323: "userfaultfd",
+    250: "keyctl", 248: "add_key", 249: "request_key", 163: "acct", 167: "swapon",
+    168: "swapoff", 164: "settimeofday", 227: "clock_settime", 159: "adjtimex", 172: "iopl",
+    173: "ioperm", 105: "setuid", 106: "setgid", 113: "setreuid", 114: "setregid",
+    117: "setresuid", 119: "setresgid", 116: "setgroups", 126: "capset", 135: "personality",
+    179: "quotactl", 133: "mknod", 259: "mknodat", 303: "name_to_handle_at",
+    304: "open_by_handle_at", 300: "fanotify_init", 425: "io_uring_setup",
+    426: "io_uring_enter", 427: "io_uring_register", 428: "open_tree", 429: "move_mount",
+    430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick", 442: "mount_setattr",
+    160: "setrlimit", 154: "modify_ldt",
+}
+_CLONE, _CLONE3, _PRLIMIT64 = 56, 435, 302
+_KILL_LIKE = (62, 129)  # kill, rt_sigqueueinfo: (pid, ...)
+_TGKILL_LIKE = (234, 297, 200)  # tgkill, rt_tgsigqueueinfo (tgid, ...), tkill (tid, ...)
+
+
+def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def _program(own_pid: int) -> bytes:
+    negative_group = (-own_pid) & 0xFFFFFFFF
+    out = [
+        _insn(_LD_ABS_W, _ARCH),
+        _insn(_JEQ, _AUDIT_ARCH_X86_64, jt=1, jf=0),
+        _insn(_RET, _RET_KILL_PROCESS),  # i386 or another ABI: different numbers, refuse
+        _insn(_LD_ABS_W, _NR),
+        _insn(_JGE, _X32_SYSCALL_BIT, jt=0, jf=1),
+        _insn(_RET, _RET_KILL_PROCESS),
+    ]
+    for number in sorted(_DENIED_X86_64):
+        out += [_insn(_JEQ, number, jt=0, jf=1), _insn(_RET, _RET_EPERM)]
+    # clone3: "not implemented", so the C library falls back to clone, checked below.
+    out += [_insn(_JEQ, _CLONE3, jt=0, jf=1), _insn(_RET, _RET_ENOSYS)]
+    # clone: threads only.
+    out += [_insn(_JEQ, _CLONE, jt=0, jf=4), _insn(_LD_ABS_W, _arg(0)),
+            _insn(_JSET, _CLONE_THREAD, jt=0, jf=1), _insn(_RET, _RET_ALLOW),
+            _insn(_RET, _RET_EPERM)]
+    # prlimit64: reading limits is fine, setting them is not.
+    out += [_insn(_JEQ, _PRLIMIT64, jt=0, jf=6), _insn(_LD_ABS_W, _arg(2)),
+            _insn(_JEQ, 0, jt=0, jf=3), _insn(_LD_ABS_W, _arg(2, high=True)),
+            _insn(_JEQ, 0, jt=0, jf=1), _insn(_RET, _RET_ALLOW), _insn(_RET, _RET_EPERM)]
+    # Signals: only to itself (its pid, or its own process group).
+    for number in _KILL_LIKE:
+        out += [_insn(_JEQ, number, jt=0, jf=6), _insn(_LD_ABS_W, _arg(0)),
+                _insn(_JEQ, own_pid, jt=3, jf=0), _insn(_JEQ, 0, jt=2, jf=0),
+                _insn(_JEQ, negative_group, jt=1, jf=0), _insn(_RET, _RET_EPERM),
+                _insn(_RET, _RET_ALLOW)]
+    for number in _TGKILL_LIKE:
+        out += [_insn(_JEQ, number, jt=0, jf=4), _insn(_LD_ABS_W, _arg(0)),
+                _insn(_JEQ, own_pid, jt=1, jf=0), _insn(_RET, _RET_EPERM),
+                _insn(_RET, _RET_ALLOW)]
+    # The reload of the number is not needed above: every special block returns. Anything
+    # else is allowed.
+    out.append(_insn(_RET, _RET_ALLOW))
+    return b"".join(out)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def supported() -> bool:
+    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+
+
+def install(own_pid: int) -> bool:
+    """Filter this process's (and its future threads') system calls. True if applied."""
+    if not supported():
+        return False
+    program = _program(own_pid)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
