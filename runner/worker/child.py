@@ -206,6 +206,7 @@ def child_main(
     outcome: dict[str, Any]
     try:
         prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
+        getattr(executor, "prepare_child", lambda: None)()
         request = read_message(request_fd)
         os.close(request_fd)
         if request is None:  # the parent went away before handing us work

@@ -58,11 +58,27 @@ def available() -> bool:
     return abi_version() > 0
 
 
-def restrict(readable: Iterable[str]) -> bool:
-    """Restrict this process (and its future children) for good. True if applied."""
+class Ruleset:
+    """A ruleset built ahead of time (in a child waiting for its request); `apply`
+    restricts the process with it in one system call."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def apply(self) -> bool:
+        try:
+            if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                return False
+            return _libc.syscall(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) == 0
+        finally:
+            os.close(self.fd)
+
+
+def build(readable: Iterable[str]) -> Ruleset | None:
+    """The ruleset for `readable` roots, or None without Landlock."""
     abi = abi_version()
     if abi <= 0:
-        return False
+        return None
     fs_all = _FS_ALL_BY_ABI.get(min(abi, 5), _FS_ALL_BY_ABI[5])
     attr = _RulesetAttr(handled_access_fs=fs_all,
                         handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
@@ -71,22 +87,23 @@ def restrict(readable: Iterable[str]) -> bool:
     ruleset = _libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
                             ctypes.c_uint32(0))
     if ruleset < 0:
-        return False
-    try:
-        for root in readable:
-            try:
-                fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue  # a root that does not exist grants nothing
-            try:
-                access = _FS_READ_FILE | (_FS_READ_DIR if os.path.isdir(root) else 0)
-                rule = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
-                _libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                              ctypes.byref(rule), ctypes.c_uint32(0))
-            finally:
-                os.close(fd)
-        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return False
-        return _libc.syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) == 0
-    finally:
-        os.close(ruleset)
+        return None
+    for root in readable:
+        try:
+            fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # a root that does not exist grants nothing
+        try:
+            access = _FS_READ_FILE | (_FS_READ_DIR if os.path.isdir(root) else 0)
+            rule = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
+            _libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                          ctypes.byref(rule), ctypes.c_uint32(0))
+        finally:
+            os.close(fd)
+    return Ruleset(int(ruleset))
+
+
+def restrict(readable: Iterable[str]) -> bool:
+    """Restrict this process (and its future children) for good. True if applied."""
+    ruleset = build(readable)
+    return ruleset.apply() if ruleset is not None else False

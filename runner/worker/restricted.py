@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import audit
-from .confine import confine
+from .confine import Confinement
 from . import guards as guard_module
 from .guards import DEFAULT_ALLOWED_MODULES, Denied, Guards, Policy, compile_user_code, make_globals
 from .execution import Refused, run_request
@@ -39,6 +39,7 @@ class RestrictedExecutor:
         self.guards = Guards(self.policy)
         self.preloaded: list[str] = []
         self._confined = False
+        self._confinement: Confinement | None = None
         self.kernel_confined = False
 
     def preload(self) -> list[str]:
@@ -80,6 +81,11 @@ class RestrictedExecutor:
                             "backend for unrestricted Python.")
         return compiled.code
 
+    def prepare_child(self) -> None:
+        """In a child still waiting for its request: build the confinement now, so the
+        request only has to apply it."""
+        self._confinement = Confinement(audit.readable_roots())
+
     def new_namespace(self) -> dict[str, Any]:
         return make_globals(self.guards)
 
@@ -87,7 +93,8 @@ class RestrictedExecutor:
                 ) -> dict[str, Any]:
         guard_module.clear_denials()  # a session child runs many requests
         if not self._confined:  # in the child: the zygote never executes requests itself
-            self.kernel_confined = confine(audit.readable_roots())
+            confinement = self._confinement or Confinement(audit.readable_roots())
+            self.kernel_confined = confinement.apply()
             audit.install()
             self._confined = True
         return run_request(request, compile_source=self._compile,

@@ -117,14 +117,29 @@ def supported() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
+class Filter:
+    """A filter built ahead of time; `apply` installs it in one system call."""
+
+    def __init__(self, own_pid: int) -> None:
+        program = _program(own_pid)
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _SockFprog(len(program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+
+    def apply(self) -> bool:
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        return _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._fprog),
+                           0, 0) == 0
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def build(own_pid: int) -> Filter | None:
+    return Filter(own_pid) if supported() else None
+
+
 def install(own_pid: int) -> bool:
     """Filter this process's (and its future threads') system calls. True if applied."""
-    if not supported():
-        return False
-    program = _program(own_pid)
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+    built = build(own_pid)
+    return built.apply() if built is not None else False
