@@ -28,19 +28,12 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from ratios import median_seconds, report
+
 SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
 PACKAGE = "tabulate"  # not in the image; the host's pip index has it
 PACKAGE_SNIPPET = f"import {PACKAGE}\nprint({PACKAGE}.__version__)\n"
 BENCH_LABEL = "org.runner.bench"
-
-
-def median_seconds(action: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
 
 
 def docker(*args: str) -> str:
@@ -138,18 +131,7 @@ def main() -> int:
         for home in homes:
             shutil.rmtree(home, ignore_errors=True)
 
-    missed = 0
-    print(f"{'benchmark':<22} {'sandbox':>10} {'baseline':>10} {'ratio':>7} {'target':>7}  baseline")
-    for name, value, base, target, base_name in rows:
-        ratio = value / base
-        if target is None:
-            verdict, shown = "", "-"
-        else:
-            ok = ratio <= target
-            missed += not ok
-            verdict, shown = ("OK" if ok else "MISSED"), "<=" + format(target, ".2g")
-        print(f"{name:<22} {value * 1000:>8.1f}ms {base * 1000:>8.1f}ms {ratio:>7.3f} "
-              f"{shown:>7}  {base_name} {verdict}".rstrip())
+    missed = report(rows)
     return 1 if missed else 0
 
 

@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
+
+from ratios import median_seconds, report
 
 SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
 CPU_LOOP = "total = 0\nfor i in range(1_000_000):\n    total += i * i % 7\nprint(total)\n"
-
-
-def median_seconds(action: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
 
 
 def fresh_python(code: str) -> None:
@@ -78,14 +69,7 @@ def main() -> int:
         loop_base = median_seconds(lambda: plain_exec(CPU_LOOP), max(5, args.runs // 4))
         rows.append(("cpu loop 1e6", loop_run, loop_base, 2.0, "plain CPython exec"))
 
-    missed = 0
-    print(f"{'benchmark':<18} {'sandbox':>10} {'baseline':>10} {'ratio':>7} {'target':>7}  baseline")
-    for name, value, base, target, base_name in rows:
-        ratio = value / base
-        ok = ratio <= target
-        missed += not ok
-        print(f"{name:<18} {value * 1000:>8.1f}ms {base * 1000:>8.1f}ms {ratio:>7.3f} "
-              f"{'<=' + format(target, '.2g'):>7}  {base_name} {'OK' if ok else 'MISSED'}")
+    missed = report(rows)
     return 1 if missed else 0
 
 

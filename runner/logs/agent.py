@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from runner.errors import LogStoreError, NotFoundError
-from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore
+from runner.logs.side_table import SideTable
+from runner.logs.store import ExecutionRecord, LogStore
 
 
 class AgentStatus(StrEnum):
@@ -163,26 +161,10 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
-class AgentLog:
+class AgentLog(SideTable):
     """Reads and writes agent runs and turns in the log database of a LogStore."""
 
-    def __init__(self, store: LogStore | Path | str | None = None, *,
-                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
-        if isinstance(store, LogStore):
-            self._path = store.path  # an open store has applied every migration
-        else:
-            if store is None:
-                from runner.paths import log_db_path
-
-                store = log_db_path()
-            self._path = Path(store)
-            LogStore(self._path).close()  # create or migrate the database
-        self._timeout = busy_timeout_s
-        self._lock = threading.Lock()
-
-    @property
-    def path(self) -> Path:
-        return self._path
+    what = "the agent log"
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -291,30 +273,9 @@ class AgentLog:
             (row[0],)).fetchall(), "read")
         return _run_from_row(row, [_turn_from_row(r) for r in turn_rows])
 
-    def _run(self, work: Any, verb: str) -> Any:
-        with self._lock:
-            try:
-                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-            except sqlite3.Error as exc:
-                raise _error(self._path, verb, exc) from exc
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                conn.execute("PRAGMA foreign_keys = ON")
-                return work(conn)
-            except sqlite3.Error as exc:
-                raise _error(self._path, verb, exc) from exc
-            finally:
-                conn.close()
-
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _error(path: Path, verb: str, exc: sqlite3.Error) -> LogStoreError:
-    return LogStoreError(f"cannot {verb} the agent log in {path}: {exc}",
-                         fix="check that the log database is writable and not locked for long; "
-                             "`runner logs path` shows where it is")
 
 
 def _load(text: str | None, default: Any = None) -> Any:

@@ -15,16 +15,12 @@ import difflib
 import getpass
 import json
 import os
-import sqlite3
-import threading
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.errors import LogStoreError
-from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, LogStore
+from runner.logs.side_table import SideTable
 
 Action = Literal["add", "replace", "remove"]
 
@@ -95,22 +91,10 @@ def code_diff(before: str, after: str, *, function: str, before_version: int | N
                    for line in lines)
 
 
-class FunctionVersionLog:
+class FunctionVersionLog(SideTable):
     """Reads and writes function-version rows in the log database of a LogStore."""
 
-    def __init__(self, store: LogStore | Path | str, *,
-                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
-        if isinstance(store, LogStore):
-            self._path = store.path  # an open store has applied every migration
-        else:
-            self._path = Path(store)
-            LogStore(self._path).close()  # create or migrate the database
-        self._timeout = busy_timeout_s
-        self._lock = threading.Lock()
-
-    @property
-    def path(self) -> Path:
-        return self._path
+    what = "the function history"
 
     def record(self, *, set_name: str, function: str, version: int, action: Action,
                author: Author, spec: dict[str, Any] | None, diff: str, note: str = ""
@@ -153,26 +137,6 @@ class FunctionVersionLog:
     def latest(self, set_name: str, function: str) -> FunctionVersionRecord | None:
         records = self.history(set_name, function, limit=1)
         return records[0] if records else None
-
-    def _run(self, work: Any, verb: str) -> Any:
-        with self._lock:
-            try:
-                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-            except sqlite3.Error as exc:
-                raise _error(self._path, verb, exc) from exc
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                return work(conn)
-            except sqlite3.Error as exc:
-                raise _error(self._path, verb, exc) from exc
-            finally:
-                conn.close()
-
-
-def _error(path: Path, verb: str, exc: sqlite3.Error) -> LogStoreError:
-    return LogStoreError(f"cannot {verb} the function history in {path}: {exc}",
-                         fix="check that the log database is writable and not locked for long; "
-                             "`runner logs path` shows where it is")
 
 
 def _record(row: tuple[Any, ...]) -> FunctionVersionRecord:

@@ -166,6 +166,10 @@ def _report(result_fd: int, outcome: dict[str, Any]) -> None:
         os._exit(71)
 
 
+def _inherited(executor: Executor) -> tuple[int, ...]:
+    return tuple(getattr(executor, "inherited_fds", lambda: ())())
+
+
 def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) -> None:
     """Everything that does not depend on the request: done before the request arrives."""
     os.setpgid(0, 0)
@@ -205,8 +209,8 @@ def child_main(
     """
     outcome: dict[str, Any]
     try:
-        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
-        getattr(executor, "prepare_child", lambda: None)()
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+                      keep_fds=(result_fd, request_fd, *_inherited(executor)))
         request = read_message(request_fd)
         os.close(request_fd)
         if request is None:  # the parent went away before handing us work
@@ -251,7 +255,8 @@ def session_main(
     conversation). Each request is answered with one framed outcome on `result_fd`,
     after its output has been flushed, so the parent can tell the blocks apart."""
     try:
-        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, keep_fds=(result_fd, request_fd))
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+                      keep_fds=(result_fd, request_fd, *_inherited(executor)))
         enter_workdir(executor, workdir)
         namespace = executor.new_namespace()
         first = True

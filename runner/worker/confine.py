@@ -8,19 +8,22 @@ processes or the kernel's state. See landlock.py and seccomp.py for what each co
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 from . import landlock, seccomp
 
 
 class Confinement:
-    """Both layers, built in advance (in a child waiting for its request, off the run's
-    clock); `apply` is two system calls."""
+    """Both layers, built once in the zygote (children inherit the Landlock ruleset's fd
+    and the filter's template); `apply`, in a child, is a few system calls."""
 
     def __init__(self, readable: Iterable[str]) -> None:
         self._ruleset = landlock.build(readable)
-        self._filter = seccomp.build(os.getpid())
+        self._filter = seccomp.build()
+
+    def inherited_fds(self) -> tuple[int, ...]:
+        """Descriptors a child must keep open until it applies the confinement."""
+        return (self._ruleset.fd,) if self._ruleset is not None else ()
 
     def apply(self) -> bool:
         # Landlock first: seccomp then forbids nothing the Landlock call still needs.

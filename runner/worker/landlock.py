@@ -59,19 +59,19 @@ def available() -> bool:
 
 
 class Ruleset:
-    """A ruleset built ahead of time (in a child waiting for its request); `apply`
-    restricts the process with it in one system call."""
+    """A ruleset built ahead of time (once, in the zygote: forked children inherit its fd);
+    `apply` restricts the calling process with it in one system call."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
     def apply(self) -> bool:
-        try:
-            if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-                return False
-            return _libc.syscall(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) == 0
-        finally:
-            os.close(self.fd)
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        return _libc.syscall(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) == 0
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def build(readable: Iterable[str]) -> Ruleset | None:
@@ -106,4 +106,9 @@ def build(readable: Iterable[str]) -> Ruleset | None:
 def restrict(readable: Iterable[str]) -> bool:
     """Restrict this process (and its future children) for good. True if applied."""
     ruleset = build(readable)
-    return ruleset.apply() if ruleset is not None else False
+    if ruleset is None:
+        return False
+    try:
+        return ruleset.apply()
+    finally:
+        ruleset.close()

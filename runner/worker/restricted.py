@@ -8,6 +8,7 @@ inherited by every child for free.
 from __future__ import annotations
 
 import ast
+import os
 import builtins
 import importlib
 import operator
@@ -56,6 +57,7 @@ class RestrictedExecutor:
             harden_sympy(self.guards)
             self._warm_sympy()
         audit.prepare()
+        self._confinement = Confinement(audit.readable_roots())  # once, for every child
         self.guards.builtins_table()  # built once here, shared copy-on-write by children
         return self.preloaded
 
@@ -81,10 +83,9 @@ class RestrictedExecutor:
                             "backend for unrestricted Python.")
         return compiled.code
 
-    def prepare_child(self) -> None:
-        """In a child still waiting for its request: build the confinement now, so the
-        request only has to apply it."""
-        self._confinement = Confinement(audit.readable_roots())
+    def inherited_fds(self) -> tuple[int, ...]:
+        """Descriptors children keep: the confinement's Landlock ruleset."""
+        return self._confinement.inherited_fds() if self._confinement is not None else ()
 
     def new_namespace(self) -> dict[str, Any]:
         return make_globals(self.guards)
@@ -95,6 +96,8 @@ class RestrictedExecutor:
         if not self._confined:  # in the child: the zygote never executes requests itself
             confinement = self._confinement or Confinement(audit.readable_roots())
             self.kernel_confined = confinement.apply()
+            for fd in confinement.inherited_fds():  # applied: this child needs it no more
+                os.close(fd)
             audit.install()
             self._confined = True
         return run_request(request, compile_source=self._compile,

@@ -15,6 +15,7 @@ Built by hand as classic BPF with ctypes (stdlib only). x86_64 only for now; els
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import struct
 
@@ -71,8 +72,7 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def _program(own_pid: int) -> bytes:
-    negative_group = (-own_pid) & 0xFFFFFFFF
+def _program(own_pid: int, negative_group: int) -> bytes:
     out = [
         _insn(_LD_ABS_W, _ARCH),
         _insn(_JEQ, _AUDIT_ARCH_X86_64, jt=1, jf=0),
@@ -117,29 +117,38 @@ def supported() -> bool:
     return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
 
 
-class Filter:
-    """A filter built ahead of time; `apply` installs it in one system call."""
+_PID_MARK = 0x13572468  # placeholders in the template, replaced by the child's own values
+_GROUP_MARK = 0x24681357
 
-    def __init__(self, own_pid: int) -> None:
-        program = _program(own_pid)
-        self._buffer = ctypes.create_string_buffer(program, len(program))
-        self._fprog = _SockFprog(len(program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+
+class Filter:
+    """The filter as a template built once (in the zygote); `apply` fills in the calling
+    process's pid and installs it in one system call."""
+
+    def __init__(self) -> None:
+        self._template = _program(_PID_MARK, _GROUP_MARK)
 
     def apply(self) -> bool:
+        pid = os.getpid()
+        program = self._template.replace(struct.pack("=I", _PID_MARK), struct.pack("=I", pid))
+        program = program.replace(struct.pack("=I", _GROUP_MARK),
+                                  struct.pack("=I", (-pid) & 0xFFFFFFFF))
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
-        return _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._fprog),
+        return _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog),
                            0, 0) == 0
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def build(own_pid: int) -> Filter | None:
-    return Filter(own_pid) if supported() else None
+def build() -> Filter | None:
+    return Filter() if supported() else None
 
 
-def install(own_pid: int) -> bool:
+def install() -> bool:
     """Filter this process's (and its future threads') system calls. True if applied."""
-    built = build(own_pid)
+    built = build()
     return built.apply() if built is not None else False

@@ -1,0 +1,38 @@
+"""What the benchmarks share: timing by median, and the ratio table with its verdicts."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+# (name, sandbox seconds, baseline seconds, target ratio or None for information, baseline)
+Row = tuple[str, float, float, "float | None", str]
+
+
+def median_seconds(action: Callable[[], object], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def report(rows: Sequence[Row]) -> int:
+    """Print the table; the number of targets missed."""
+    width = max(len(row[0]) for row in rows) + 2
+    missed = 0
+    print(f"{'benchmark':<{width}} {'sandbox':>10} {'baseline':>10} {'ratio':>7} {'target':>7}  "
+          "baseline")
+    for name, value, base, target, base_name in rows:
+        ratio = value / base
+        if target is None:
+            verdict, shown = "", "-"
+        else:
+            ok = ratio <= target
+            missed += not ok
+            verdict, shown = ("OK" if ok else "MISSED"), "<=" + format(target, ".2g")
+        print(f"{name:<{width}} {value * 1000:>8.1f}ms {base * 1000:>8.1f}ms {ratio:>7.3f} "
+              f"{shown:>7}  {base_name} {verdict}".rstrip())
+    return missed
