@@ -1106,3 +1106,110 @@ def test_real_type_is_not_reachable_through_type_of_a_class(restricted):
     r = attack(restricted, code)
     assert_denied(r, ("type", "StrPrinter", "str", "class"))
     assert "built" not in r.stdout, r.stdout
+
+
+# --- problems found in the fifth review --------------------------------------------------
+#
+# Not escapes: ways for user code to make a run's result (or its log record) wrong, or to
+# clear the record of its own refusals.
+
+
+def test_exception_whose_str_raises_is_an_error_not_a_crash(restricted):
+    # describe_exception calls str(exc) unguarded; the exception that raises escapes
+    # run_request, and child_main's handler calls str() on it again, so it escapes
+    # child_main too and unwinds through the zygote's own frames in the child: a
+    # "crashed" run whose stderr shows the worker's internal traceback and host paths.
+    code = (
+        "class E(Exception):\n"
+        "    def __str__(self):\n"
+        "        raise E()\n"
+        "raise E()\n"
+    )
+    r = attack(restricted, code)
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error is not None and r.error.type == "E", _describe(r)
+    for leak in ("runner/worker", "zygote", "child_main", "serve("):
+        assert leak not in r.stderr, r.stderr
+
+
+def test_long_exception_chain_is_an_error_not_a_crash(restricted):
+    # tracebacks._trim recurses once per __cause__/__context__ link: a chain of a few
+    # thousand exceptions makes describing it a RecursionError, reported as a worker failure.
+    code = (
+        "e = None\n"
+        "for i in range(5000):\n"
+        "    try:\n"
+        "        raise ValueError(i) from e\n"
+        "    except ValueError as x:\n"
+        "        e = x\n"
+        "raise e\n"
+    )
+    r = attack(restricted, code)
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error is not None and r.error.type == "ValueError", _describe(r)
+
+
+def test_huge_exit_code_does_not_poison_the_log(restricted):
+    # SystemExit(2**70) becomes exit_code=2**70 on the result; SQLite cannot store it, so
+    # the record goes to the spool file, whose import then fails on every later open
+    # (one transaction for the whole spool): this run, and every record spooled after it,
+    # never reach the log.
+    r = attack(restricted, "exit(2**70)")
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.exit_code is not None and -(2**63) <= r.exit_code < 2**63, _describe(r)
+    store = restricted.log_store
+    assert store is not None
+    assert store.get_execution(r.id).result.exit_code == r.exit_code
+
+
+def test_function_returning_a_huge_int_is_not_a_worker_failure(restricted):
+    # to_json_value keeps ints as ints; json.dumps then refuses more than 4300 digits in
+    # the child's _report and the run is reported as "the worker failed".
+    from runner.functions import FunctionSpec
+
+    spec = FunctionSpec(name="big", description="A big number.",
+                        code="def big():\n    return 10**5000\n",
+                        parameters={"type": "object", "properties": {}})
+    r = restricted.call(spec, {})
+    assert r.status == Status.OK, _describe(r)
+
+
+_LAUNDER_PRELUDE = (
+    "try:\n"
+    "    import os\n"
+    "except BaseException as e:\n"
+    "    saved = e\n"
+    "class L(list):\n"
+    "    def __iter__(self):\n"
+    "        raise saved\n"
+)
+
+DENIAL_LAUNDERING = [
+    (
+        # sympy_hardening._Sanitizer.filter checks each global_dict value with check_value,
+        # which iterates a list subclass with the user's own __iter__; re-raising an
+        # earlier Denied there makes filter() pop the *last recorded* denial: the user's
+        # refused `import os`, so the run ends "ok".
+        "parse_expr-global_dict-pops-denial",
+        _LAUNDER_PRELUDE
+        + "from sympy.parsing.sympy_parser import parse_expr\n"
+          "try:\n"
+          "    parse_expr('1', global_dict={'x': L([1])})\n"
+          "except BaseException:\n"
+          "    pass\n"
+          "print('finished')\n",
+    ),
+    (
+        "lambdify-modules-pops-denial",
+        _LAUNDER_PRELUDE
+        + "import sympy\n"
+          "f = sympy.lambdify([], sympy.Integer(3), modules=[{'x': L([1])}, 'math'])\n"
+          "print(f())\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("code", [c[1] for c in DENIAL_LAUNDERING], ids=[c[0] for c in DENIAL_LAUNDERING])
+def test_swallowed_denial_cannot_be_unrecorded(restricted, code):
+    r = attack(restricted, code)
+    assert_denied(r, ("os",))

@@ -187,16 +187,30 @@ class LogStore:
             logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
 
     def _insert_spooled(self, lines: list[bytes]) -> int:
-        rows, rejected = [], []
+        rows, accepted, rejected = [], [], []
         for line in lines:
             try:
                 rows.append(_row_from_spool(line))
+                accepted.append(line)
             except (ValueError, KeyError, TypeError, ValidationError):
                 rejected.append(line)  # e.g. half a line from a writer killed mid-append
         with self._lock:
             conn = self._connection()
-            with _transaction(conn):
-                conn.executemany(_INSERT_OR_IGNORE, rows)
+            try:
+                with _transaction(conn):
+                    conn.executemany(_INSERT_OR_IGNORE, rows)
+            except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
+                # One row SQLite cannot store (an out-of-range integer, say) must not hold
+                # the others back for good: insert one by one, reject the ones that fail.
+                kept = []
+                for row, line in zip(rows, accepted, strict=True):
+                    try:
+                        with _transaction(conn):
+                            conn.execute(_INSERT_OR_IGNORE, row)
+                        kept.append(row)
+                    except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
+                        rejected.append(line)
+                rows = kept
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
             rejected_path = self._path.parent / REJECTED_SPOOL_NAME

@@ -19,6 +19,7 @@ import sys
 from typing import Any, NoReturn, Protocol
 
 from .protocol import read_message, write_message
+from .tracebacks import safe_str
 
 MIB = 1024 * 1024
 PR_SET_PDEATHSIG = 1
@@ -226,7 +227,7 @@ def child_main(
         outcome = {"kind": "error", "error": {"type": "MemoryError", "message": "", "traceback": ""}}
     except BaseException as exc:
         outcome = {"kind": "internal",
-                   "error": {"type": type(exc).__name__, "message": str(exc), "traceback": ""}}
+                   "error": {"type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}
     _finish_streams()
     try:
         _report(result_fd, outcome)
@@ -278,7 +279,7 @@ def session_main(
                            "error": {"type": "MemoryError", "message": "", "traceback": ""}}
             except BaseException as exc:  # report it: the session must not die silently
                 outcome = {"kind": "internal", "error": {
-                    "type": type(exc).__name__, "message": str(exc), "traceback": ""}}
+                    "type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

@@ -74,7 +74,8 @@ def run_request(
         outcome = {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
                                                "traceback": ""}}
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+        code = exc.code if exc.code is None or (isinstance(exc.code, int)
+                                                and 0 <= exc.code <= 255) else 1
         outcome = {"kind": "exit", "exit_code": code, "error": describe(exc)}
     except BaseException as exc:  # everything user code raises is a result
         outcome = {"kind": "error", "error": describe(exc)}

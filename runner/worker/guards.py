@@ -94,6 +94,8 @@ MAX_SCAN_DEPTH = 3
 
 _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
+_BASE_ITER = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
+              frozenset: frozenset.__iter__, dict: dict.__iter__}
 _INTROSPECTION_TYPES = (types.FrameType, types.CodeType, types.TracebackType)
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                    types.BuiltinMethodType, type, partial)
@@ -116,6 +118,14 @@ _denials: list[str] = []
 def deny(message: str) -> Any:
     _denials.append(message)
     raise Denied(message)
+
+
+class _Unacceptable(Exception):
+    """check_value's verdict when asked quietly (filtering, not refusing the user)."""
+
+
+def _refuse_quietly(message: str) -> Any:
+    raise _Unacceptable(message)
 
 
 def recorded_denials() -> list[str]:
@@ -262,7 +272,16 @@ class Guards:
         return self._builtins
 
     # -- values ---------------------------------------------------------------------
-    def check_value(self, value: Any, where: str, depth: int = 0) -> Any:
+    def acceptable(self, value: Any) -> tuple[bool, Any]:
+        """(True, the value or its stand-in) if user code may hold it, else (False, None).
+        Records nothing: for filtering what libraries hand around, not refusing the user."""
+        try:
+            return True, self.check_value(value, "", refuse=_refuse_quietly)
+        except _Unacceptable:
+            return False, None
+
+    def check_value(self, value: Any, where: str, depth: int = 0, *,
+                    refuse: Callable[[str], Any] = deny) -> Any:
         """Refuse values user code must never hold; return the value (or its guarded
         stand-in) otherwise."""
         kind = type(value)
@@ -274,26 +293,28 @@ class Guards:
         if kind is types.ModuleType or isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", "?")
             if not self.policy.module_allowed(name):
-                deny(f"{where} is the module '{name}', which the restricted backend does not "
+                refuse(f"{where} is the module '{name}', which the restricted backend does not "
                      f"allow; allowed modules: {self.policy.allowed_text()}")
             return value
         if isinstance(value, _INTROSPECTION_TYPES):
-            deny(f"{where} is an interpreter internal ({kind.__name__}); access refused")
+            refuse(f"{where} is an interpreter internal ({kind.__name__}); access refused")
         if self.policy.is_denied_object(value):
-            deny(f"{where} is not available in the restricted backend (it can run arbitrary "
+            refuse(f"{where} is not available in the restricted backend (it can run arbitrary "
                  "code or reach the system); use the docker backend for it")
         if isinstance(value, _CONTAINER_TYPES):
             # Containers are checked a few levels deep: iteration is not guarded, so a
             # list holding a refused object must not be handed out whole.
             if depth < MAX_SCAN_DEPTH:
-                items = value.values() if isinstance(value, dict) else value
+                # The base type's own iteration: a subclass's __iter__ is user code.
+                items = dict.values(value) if isinstance(value, dict) else \
+                    _BASE_ITER[next(t for t in _CONTAINER_TYPES if isinstance(value, t))](value)
                 for item in items:
                     if type(item) not in _PLAIN_TYPES:
-                        self.check_value(item, f"an item of {where}", depth + 1)
+                        self.check_value(item, f"an item of {where}", depth + 1, refuse=refuse)
             return value
         module = _defining_module(value)
         if not self._module_usable(module):
-            deny(f"{where} comes from '{module or 'an unknown module'}', which the restricted "
+            refuse(f"{where} comes from '{module or 'an unknown module'}', which the restricted "
                  "backend does not allow (it can run code, import by name or touch the system)")
         return value
 
@@ -430,11 +451,9 @@ class Guards:
             if not isinstance(name, str) or name.startswith("_") or not hasattr(module, name):
                 continue
             value = getattr(module, name)
-            try:
-                self.check_value(value, f"'{name}' of module '{module.__name__}'")
-            except Denied:
-                _denials.pop()  # refusing at use, not at import, keeps `import *` usable
-                value = _refusal(f"{module.__name__}.{name}")
+            ok, checked = self.acceptable(value)
+            # Refusing at use, not at import, keeps `import *` usable.
+            value = checked if ok else _refusal(f"{module.__name__}.{name}")
             setattr(facade, name, value)
             exported.append(name)
         setattr(facade, "__all__", exported)

@@ -25,7 +25,7 @@ from typing import Any
 
 from RestrictedPython import compile_restricted_eval
 
-from .guards import Denied, Guards, SandboxTransformer, compile_user_code, deny, make_globals
+from .guards import Guards, SandboxTransformer, compile_user_code, deny, make_globals
 
 _IMPORT_LINE = re.compile(
     r"^(?:from (?P<from>[A-Za-z_][\w.]*) import (?:\*|[\w, ]+)|import (?P<imp>[A-Za-z_][\w.]*)"
@@ -66,12 +66,9 @@ class _Sanitizer:
                 namespace[name] = types.SimpleNamespace(**{
                     k: v for k, v in user_builtins.items() if not k.startswith("_")})
                 continue
-            try:
-                self.guards.check_value(value, f"'{name}'")
-            except Denied:
-                guards_denials_pop()
-                continue
-            namespace[name] = value
+            ok, checked = self.guards.acceptable(value)
+            if ok:
+                namespace[name] = checked
         return namespace
 
     def remember(self, namespace: dict[str, Any]) -> None:
@@ -83,14 +80,6 @@ class _Sanitizer:
         namespace = self.filter(source)
         namespace.update(make_globals(self.guards))
         return namespace
-
-
-def guards_denials_pop() -> None:
-    """Dropping a name from a generated namespace is filtering, not a refusal of the user."""
-    from . import guards as guards_module
-
-    if guards_module._denials:
-        guards_module._denials.pop()
 
 
 def _refuse_compile_errors(errors: Sequence[str], what: str) -> None:

@@ -17,15 +17,26 @@ def register_source(source: str, filename: str = USER_FILENAME) -> None:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-def _trim(te: traceback.TracebackException, user_files: frozenset[str], seen: set[int]) -> None:
-    if id(te) in seen:
-        return
-    seen.add(id(te))
-    frames = [frame for frame in te.stack if frame.filename in user_files]
-    te.stack = traceback.StackSummary.from_list(frames)
-    for linked in (te.__cause__, te.__context__):
-        if linked is not None:
-            _trim(linked, user_files, seen)
+def _trim(first: traceback.TracebackException, user_files: frozenset[str]) -> None:
+    """Keep only user frames, in the whole chain (iteratively: chains can be very long)."""
+    pending, seen = [first], set()
+    while pending:
+        te = pending.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [frame for frame in te.stack if frame.filename in user_files])
+        pending.extend(linked for linked in (te.__cause__, te.__context__) if linked is not None)
+
+
+def safe_str(value: object) -> str:
+    """str() of something user code made, which may raise or misbehave in __str__."""
+    try:
+        text = str(value)
+        return text if type(text) is str else "<str() returned a non-string>"
+    except BaseException:
+        return f"<str() of {type(value).__name__} failed>"
 
 
 def describe_exception(exc: BaseException, user_files: frozenset[str] = frozenset({USER_FILENAME})
@@ -33,11 +44,14 @@ def describe_exception(exc: BaseException, user_files: frozenset[str] = frozense
     """{type, message, traceback} for an exception raised while running user code."""
     # lookup_lines=False: only the user's frames (kept below) ever have their lines read,
     # from the sources registered above; library files are never opened.
-    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False,
-                                      lookup_lines=False)
-    _trim(te, user_files, set())
-    text = "".join(te.format())
-    message = str(exc) if not isinstance(exc, SyntaxError) else (exc.msg or str(exc))
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__,
+                                          capture_locals=False, lookup_lines=False)
+        _trim(te, user_files)
+        text = "".join(te.format())
+    except BaseException:  # an exception whose __str__ raises, a pathological chain, ...
+        text = f"{type(exc).__name__}: {safe_str(exc)}\n"
+    message = safe_str(exc) if not isinstance(exc, SyntaxError) else (exc.msg or safe_str(exc))
     if isinstance(exc, SyntaxError) and exc.lineno:
         message = f"{message} (line {exc.lineno})"
     return {"type": type(exc).__name__, "message": message, "traceback": text}

@@ -30,6 +30,8 @@ def _convert(value: Any, depth: int, state: dict[str, bool]) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
+        if value.bit_length() > 13_000:  # ~4000 digits: beyond what JSON text may carry
+            raise _Unconvertible("an integer too large for JSON")
         return int(value)
     if isinstance(value, float):
         if math.isfinite(value):
@@ -103,6 +105,9 @@ def to_json_value(value: Any) -> dict[str, Any]:
     try:
         converted = _convert(value, 0, state)
     except (_Unconvertible, RecursionError, ValueError, TypeError, OverflowError):
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13_000:
+            text = f"<int with {len(format(value, 'x')) * 4} bits>"  # str() is refused this large
+            return {"value": text, "repr": text, "is_repr": True}
         text = _safe_repr(value)
         return {"value": text, "repr": text, "is_repr": True}
     return {"value": converted, "repr": _safe_repr(value) if state["converted"] else None,

@@ -97,11 +97,7 @@ class Watch:
         """A complete result arrived and the child closed every stream it had."""
         if not self.result.data or self.result.truncated:
             return False
-        try:
-            json.loads(self.result.data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return False
-        return True
+        return _parse_report(bytes(self.result.data)) is not None
 
 
 # Set in containers, where the cgroup's OOM killer is how memory limits end runs. On the
@@ -212,14 +208,30 @@ def _watch_child(pid: int, fds: dict[int, Capture], deadline: float, watch: Watc
     watch.max_rss_kb = int(usage.ru_maxrss)
 
 
+def _parse_report(data: bytes) -> dict[str, Any] | None:
+    """A child's report, or None. The child is untrusted: nothing it sends may end the
+    zygote (deep nesting, wrong types), and only the expected shapes pass."""
+    try:
+        report = json.loads(data.decode("utf-8"))
+    except Exception:  # noqa: BLE001 - includes RecursionError and MemoryError subclasses
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("kind"), str):
+        return None
+    error = report.get("error")
+    if error is not None and not (isinstance(error, dict) and all(
+            isinstance(error.get(key, ""), str) for key in ("type", "message", "traceback"))):
+        report["error"] = {"type": "Error", "message": repr(error)[:2000], "traceback": ""}
+    code = report.get("exit_code")
+    if code is not None and not (isinstance(code, int) and 0 <= code <= 255):
+        report["exit_code"] = 1  # an exit status is 0-255; anything else counts as 1
+    return report
+
+
 def _judge(watch: Watch, limits: dict[str, Any]) -> dict[str, Any]:
     """Turn what the parent saw into status, exit code and error."""
     outcome: dict[str, Any] | None = None
     if watch.result.data and not watch.result.truncated:
-        try:
-            outcome = json.loads(watch.result.data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            outcome = None
+        outcome = _parse_report(bytes(watch.result.data))
     status = watch.wait_status
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     timeout_s = limits["timeout_s"]
@@ -308,10 +320,13 @@ class ForkedChild:
         go_r, go_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            for fd in (out_r, err_r, res_r, go_w):
-                os.close(fd)
-            main(executor, workdir=os.path.join(base_dir, f"{prefix}{os.getpid()}"),
-                 stdout_fd=out_w, stderr_fd=err_w, result_fd=res_w, request_fd=go_r)
+            try:
+                for fd in (out_r, err_r, res_r, go_w):
+                    os.close(fd)
+                main(executor, workdir=os.path.join(base_dir, f"{prefix}{os.getpid()}"),
+                     stdout_fd=out_w, stderr_fd=err_w, result_fd=res_w, request_fd=go_r)
+            finally:  # whatever happens, a child never unwinds into the zygote's frames
+                os._exit(70)
         # The child makes this directory itself once it has a request (see enter_workdir).
         self.workdir = os.path.join(base_dir, f"{prefix}{pid}")
         for fd in (out_w, err_w, res_w, go_r):
@@ -489,11 +504,9 @@ def _complete_frame(frame: bytearray) -> dict[str, Any] | None:
     (size,) = HEADER.unpack(frame[:HEADER.size])
     if len(frame) < HEADER.size + size:
         return None
-    try:
-        message = json.loads(bytes(frame[HEADER.size:HEADER.size + size]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return {"kind": "internal", "error": {"message": "the session sent a malformed report"}}
-    return message if isinstance(message, dict) else {"kind": "internal", "error": {}}
+    message = _parse_report(bytes(frame[HEADER.size:HEADER.size + size]))
+    return message if message is not None else {
+        "kind": "internal", "error": {"message": "the session sent a malformed report"}}
 
 
 def _finish(judged: dict[str, Any], watch: Watch) -> dict[str, Any]:
