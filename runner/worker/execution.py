@@ -63,10 +63,10 @@ def run_request(
     try:
         for code in compiled[:-1]:
             exec(code, namespace)  # noqa: S102 - compiled by the executor's policy
-        before = dict(namespace)
+        call = request.get("call")
+        before = dict(namespace) if call else {}  # only calls need to know what `code` added
         exec(compiled[-1], namespace)  # noqa: S102
         outcome = {"kind": "ok"}
-        call = request.get("call")
         if call:
             own = {k: v for k, v in namespace.items() if before.get(k) is not v}
             outcome = _call(namespace, call, own)

@@ -7,7 +7,7 @@ access except reading the Python installation, every TCP bind/connect, and signa
 abstract sockets that reach outside the child. Files already open (its stdout, stderr
 and result pipe) keep working. Unprivileged and irreversible.
 
-Where the kernel has no Landlock (before 5.13, or disabled), `restrict` returns False and
+Where the kernel has no Landlock (before 5.13, or disabled), `build` returns None and
 the child relies on the other layers; `available()` tells which.
 """
 
@@ -101,14 +101,3 @@ def build(readable: Iterable[str]) -> Ruleset | None:
         finally:
             os.close(fd)
     return Ruleset(int(ruleset))
-
-
-def restrict(readable: Iterable[str]) -> bool:
-    """Restrict this process (and its future children) for good. True if applied."""
-    ruleset = build(readable)
-    if ruleset is None:
-        return False
-    try:
-        return ruleset.apply()
-    finally:
-        ruleset.close()

@@ -9,7 +9,7 @@ execute anything, signal or trace anything but itself, leave its process group, 
 its own limits, or touch kernel state (mounts, modules, hostname, time, keys, BPF).
 
 Built by hand as classic BPF with ctypes (stdlib only). x86_64 only for now; elsewhere
-`install` returns False and the other layers remain.
+`build` returns None and the other layers remain.
 """
 
 from __future__ import annotations
@@ -146,9 +146,3 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 def build() -> Filter | None:
     return Filter() if supported() else None
-
-
-def install() -> bool:
-    """Filter this process's (and its future threads') system calls. True if applied."""
-    built = build()
-    return built.apply() if built is not None else False

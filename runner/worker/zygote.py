@@ -119,31 +119,32 @@ def _oom_kills() -> int | None:
     return None
 
 
-def _usage_from_proc(pid: int, watch: Watch) -> bool:
-    """CPU time and peak memory of a live child, read by the parent.
-
-    False when the child has already released its memory (it is exiting or a zombie):
-    then waiting for it costs nothing and wait4 gives exact figures.
-    """
+def _cpu_ms_of(pid: int) -> int | None:
+    """CPU time of a live child so far, read by the parent (ns-precise where possible)."""
     try:
         with open(f"/proc/{pid}/schedstat", "rb") as stat:
-            watch.cpu_ms = int(stat.read().split()[0]) // 1_000_000
+            return int(stat.read().split()[0]) // 1_000_000
     except (OSError, ValueError, IndexError):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-            watch.cpu_ms = (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            pass
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss_kb_of(pid: int) -> int | None:
+    """Peak resident memory of a live child; None once it has released its memory
+    (exiting or a zombie), when waiting for it costs nothing and wait4 gives exact figures."""
     try:
         with open(f"/proc/{pid}/status", "rb") as status:
             for line in status:
                 if line.startswith(b"VmHWM:"):
-                    watch.max_rss_kb = int(line.split()[1])
-                    return True
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return False
+    return None
 
 
 def _watch_child(pid: int, fds: dict[int, Capture], deadline: float, watch: Watch) -> None:
@@ -185,7 +186,10 @@ def _watch_child(pid: int, fds: dict[int, Capture], deadline: float, watch: Watc
                 # The child closed its streams after a complete report: it is about to
                 # exit. Take its usage now and leave the exit (unmapping a large
                 # address space takes about a millisecond) off the critical path.
-                if _usage_from_proc(pid, watch):
+                peak = _peak_rss_kb_of(pid)
+                if peak is not None:
+                    watch.max_rss_kb = peak
+                    watch.cpu_ms = _cpu_ms_of(pid) or 0
                     return
             if not exited:
                 if pidfd is not None:
@@ -395,7 +399,7 @@ class SessionChild(ForkedChild):
         watch = Watch(limits)
         started = time.monotonic()
         deadline = started + float(limits["timeout_s"])
-        cpu_before = self._cpu_ms()
+        cpu_before = _cpu_ms_of(self.pid) or 0
         frame = bytearray()
         outcome: dict[str, Any] | None = None
         try:
@@ -430,8 +434,8 @@ class SessionChild(ForkedChild):
             _read_into(fd, capture)
         self.blocks += 1
         if outcome is not None and self.alive:
-            watch.cpu_ms = max(0, self._cpu_ms() - cpu_before)
-            _usage_from_proc(self.pid, watch)
+            watch.cpu_ms = max(0, (_cpu_ms_of(self.pid) or cpu_before) - cpu_before)
+            watch.max_rss_kb = _peak_rss_kb_of(self.pid) or 0
             judged = _judge_outcome(outcome, limits)
         else:
             status, usage = self.kill()
@@ -449,11 +453,6 @@ class SessionChild(ForkedChild):
         if self.pidfd is not None:
             return self.pidfd not in ready
         return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
-
-    def _cpu_ms(self) -> int:
-        probe = Watch({"max_output_bytes": 1024})
-        _usage_from_proc(self.pid, probe)
-        return probe.cpu_ms
 
     def kill(self) -> tuple[int, Any]:
         """Kill the child; its wait status and usage (which _judge reads)."""
