@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .worker import wire
+
 
 class Status(StrEnum):
     """What user code did. Never an exception: always data in the result."""
@@ -100,17 +102,18 @@ class ExecutionRequest(_Frozen):
     call: FunctionCall | None = None
     filename: str | None = None  # how tracebacks name `code` (default "<code>")
 
-    def worker_message(self, run_id: str) -> dict[str, Any]:
-        """The request as the worker program reads it."""
-        message: dict[str, Any] = {"type": "run", "id": run_id, "code": self.code,
-                                   "limits": self.limits.model_dump()}
-        if self.preamble:
-            message["preamble"] = [[source.filename, source.code] for source in self.preamble]
-        if self.call is not None:
-            message["call"] = self.call.model_dump()
-        if self.filename:
-            message["filename"] = self.filename
-        return message
+    def worker_message(self, run_id: str, kind: str = wire.RUN) -> dict[str, Any]:
+        """The request as the worker program reads it (fields: wire.REQUEST_FIELDS)."""
+        work: dict[str, Any] = {
+            "code": self.code,
+            "limits": self.limits.model_dump(),
+            "preamble": [[source.filename, source.code] for source in self.preamble] or None,
+            "call": self.call.model_dump() if self.call is not None else None,
+            "filename": self.filename,
+        }
+        assert tuple(work) == wire.REQUEST_FIELDS, "wire.REQUEST_FIELDS and this must agree"
+        return {"type": kind, "id": run_id,
+                **{key: value for key, value in work.items() if value is not None}}
 
 
 class ExecutionResult(_Frozen):

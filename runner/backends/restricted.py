@@ -11,11 +11,17 @@ import os
 import sys
 from collections.abc import Iterable
 
+from ..errors import ConfigurationError
 from ..packages import PackageRequestError, installed_version, parse_requirements
 from ..types import ExecutionRequest, Status
 from ..worker.guards import DEFAULT_ALLOWED_MODULES
 from .worker_backend import Placement, Refusal, WorkerBackend
 from .worker_process import WorkerPool, WorkerProcess
+
+
+# Fewer layers than "full" (real builtins under the audit hook and the kernel, or under
+# the kernel alone) are for the isolation tests, which set this variable.
+TEST_LAYERS_VARIABLE = "RUNNER_TEST_LAYERS"
 
 
 def _worker_env() -> dict[str, str]:
@@ -28,10 +34,16 @@ class RestrictedBackend(WorkerBackend):
     name = "restricted"
 
     def __init__(self, *, allowed_modules: Iterable[str] | None = None,
-                 pool_size: int | None = None) -> None:
+                 pool_size: int | None = None, layers: str = "full") -> None:
         self.allowed_modules = tuple(sorted(set(allowed_modules or DEFAULT_ALLOWED_MODULES)))
+        if layers != "full" and os.environ.get(TEST_LAYERS_VARIABLE) != "1":
+            raise ConfigurationError(
+                f"layers={layers!r} runs code with the real builtins: it exists only for the "
+                "isolation tests",
+                fix=f"leave layers at 'full' (tests set {TEST_LAYERS_VARIABLE}=1 to use it)")
+        self.layers = layers
         argv = [sys.executable, "-I", "-m", "runner.worker", "--executor", "restricted",
-                "--allow", ",".join(self.allowed_modules)]
+                "--allow", ",".join(self.allowed_modules), "--layers", layers]
         env = _worker_env()
         self._pool = WorkerPool(lambda: WorkerProcess(argv, env=env),
                                 pool_size or min(4, os.cpu_count() or 2))

@@ -15,13 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
+from ..worker import wire
 from ..worker.protocol import ProtocolError, encode
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 OUTER_GRACE_S = 10.0  # beyond the run's own timeout, before the host gives up on a worker
-_REPLY_FIELDS = ("status", "exit_code", "stdout", "stderr", "stdout_truncated",
-                 "stderr_truncated", "error", "return_value", "return_repr", "return_is_repr",
-                 "duration_ms", "resources")
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ class Refusal(Exception):
 
 
 def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
-    fields = {key: reply[key] for key in _REPLY_FIELDS if key in reply}
+    fields = {key: reply[key] for key in wire.RESULT_FIELDS if key in reply}
     try:
         return ExecutionResult(**base, **fields)
     except ValidationError as exc:
@@ -147,8 +145,7 @@ class BackendSession:
         except Refusal as refusal:
             return refused_result(refusal, base), False
         base["packages"] = self._placement.packages
-        message = request.worker_message(run_id)
-        message["type"] = "session_run"
+        message = request.worker_message(run_id, wire.SESSION_RUN)
         try:
             _encodable(message)
         except (TypeError, ValueError, ProtocolError) as exc:
@@ -163,14 +160,14 @@ class BackendSession:
             self._worker = None
             # Not "fresh" yet: the next block's reply says its session started anew.
             return lost_result(exc, base, started), False
-        return result_from_reply(reply, base), bool(reply.get("session_started"))
+        return result_from_reply(reply, base), reply.get(wire.SESSION_STARTED) is True
 
     def close(self) -> None:
         if self._worker is None or self._placement is None:
             return
         worker, self._worker = self._worker, None
         try:
-            worker.request({"type": "session_close"}, OUTER_GRACE_S)
+            worker.request({"type": wire.SESSION_CLOSE}, OUTER_GRACE_S)
         except WorkerLost:
             self._placement.pool.give_back(worker, healthy=False)
             return

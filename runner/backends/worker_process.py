@@ -20,9 +20,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SandboxClosedError, WorkerStartError
-from ..worker.protocol import HEADER, MAX_MESSAGE_BYTES, ProtocolError, encode
-
-import json
+from ..worker import wire
+from ..worker.protocol import FrameReader, ProtocolError, encode
 
 
 class WorkerLost(Exception):
@@ -36,7 +35,7 @@ class WorkerProcess:
                  cwd: str | None = None, start_timeout: float = 120.0) -> None:
         self.argv = list(argv)
         self._stderr = tempfile.TemporaryFile()
-        self._buffer = bytearray()
+        self._reader = FrameReader()
         try:
             self.proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -54,7 +53,7 @@ class WorkerProcess:
                 f"the worker program did not start: {exc}. Its error output:\n{tail}",
                 fix="reinstall the runner into this environment (`make venv`, or "
                     "`pip install -e .`) and check that its dependencies import") from None
-        if self.info.get("type") != "ready":
+        if self.info.get("type") != wire.READY:
             self.kill()
             raise WorkerStartError(f"the worker program sent {self.info!r} instead of a ready message")
 
@@ -89,7 +88,9 @@ class WorkerProcess:
         except WorkerLost:
             self.kill()
             raise
-        if "id" in message and reply.get("id") != message["id"]:
+        expected = wire.REPLY_TYPES.get(message.get("type", ""))
+        if ("id" in message and reply.get("id") != message["id"]) or \
+                (expected is not None and reply.get("type") != expected):
             # Only a worker whose channel was tampered with answers the wrong request.
             self.kill()
             raise WorkerLost("the worker answered a different request than the one sent")
@@ -98,34 +99,24 @@ class WorkerProcess:
     def _read(self, deadline: float) -> dict[str, Any]:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        need = HEADER.size
         while True:
-            if len(self._buffer) >= HEADER.size:
-                (size,) = HEADER.unpack(self._buffer[:HEADER.size])
-                if size > MAX_MESSAGE_BYTES:
-                    raise WorkerLost(f"the worker sent a frame of {size} bytes")
-                need = HEADER.size + size
-                if len(self._buffer) >= need:
-                    body = bytes(self._buffer[HEADER.size:need])
-                    del self._buffer[:need]
-                    try:
-                        message = json.loads(body.decode("utf-8"))
-                    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                        raise WorkerLost(f"the worker sent malformed JSON: {exc}") from None
-                    if not isinstance(message, dict):
-                        raise WorkerLost("the worker sent a frame that is not an object")
-                    return message
+            try:
+                message = self._reader.next()
+            except ProtocolError as exc:
+                raise WorkerLost(f"the worker broke the protocol: {exc}") from None
+            if message is not None:
+                return message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise WorkerLost("the worker stopped answering before the deadline")
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
-            chunk = os.read(fd, max(need - len(self._buffer), 1 << 16))
+            chunk = os.read(fd, max(self._reader.needed(), 1 << 16))
             if not chunk:
                 code = self.proc.poll()
                 raise WorkerLost(f"the worker exited (status {code})")
-            self._buffer += chunk
+            self._reader.feed(chunk)
 
     def kill(self) -> None:
         try:

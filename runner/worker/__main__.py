@@ -1,27 +1,39 @@
 """Entry point of the worker program.
 
 On the host (restricted tier):   python -m runner.worker --executor restricted
-In a container (Docker tier):    python3 -m worker --executor plain --container
+In a container (Docker tier):    python3 -m worker --executor plain --container --run-as 10001:10001
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .child import Executor
-from .zygote import serve
+from .child import ChildConfig, Executor
+from .supervisor import serve
+
+
+def _user(text: str) -> tuple[int, int]:
+    uid, _, gid = text.partition(":")
+    return int(uid), int(gid or uid)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="runner-worker")
     parser.add_argument("--executor", choices=["restricted", "plain"], default="restricted")
     parser.add_argument("--allow", default="", help="restricted: comma-separated allowed modules")
+    parser.add_argument("--layers", choices=["full", "hook", "kernel"], default="full",
+                        help="restricted: 'full' (policy, audit hook, kernel confinement); "
+                             "for isolation tests only, 'hook' or 'kernel' run user code "
+                             "with the real builtins under fewer layers")
     parser.add_argument("--preload", default=None, help="plain: comma-separated modules to import")
     parser.add_argument("--path", action="append", default=[],
                         help="plain: a directory of installed packages to put on sys.path")
     parser.add_argument("--container", action="store_true",
-                        help="the worker owns its process namespace: after each run, kill "
-                             "every process it did not start itself")
+                        help="the worker owns its container: after each run, clear everything "
+                             "the sandbox user left (processes, files, IPC)")
+    parser.add_argument("--run-as", type=_user, default=None, metavar="UID:GID",
+                        help="children switch to this user before reading a request (the "
+                             "worker must be root)")
     args = parser.parse_args()
     ready: dict[str, object]
     executor: Executor
@@ -30,16 +42,21 @@ def main() -> None:
 
         preload = [n for n in args.preload.split(",") if n] if args.preload is not None \
             else list(DEFAULT_PRELOAD)
-        executor = PlainExecutor(preload, args.path)
-        ready = {"preloaded": executor.preload(), "versions": _versions()}
+        plain = PlainExecutor(preload, args.path)
+        ready = {"preloaded": plain.preload(), "versions": _versions()}
+        executor = plain
     else:
         from .restricted import RestrictedExecutor
 
         allowed = [name for name in args.allow.split(",") if name]
-        restricted = RestrictedExecutor(allowed) if allowed else RestrictedExecutor()
-        ready = {"preloaded": restricted.preload(), "allowed": list(restricted.policy.allowed)}
+        restricted = RestrictedExecutor(allowed, layers=args.layers) if allowed \
+            else RestrictedExecutor(layers=args.layers)
+        ready = {"preloaded": restricted.preload(), "allowed": list(restricted.policy.allowed),
+                 "layers": restricted.layers}
         executor = restricted
-    serve(executor, ready, container=args.container)
+    config = ChildConfig(container=args.container, limit_processes=not args.container,
+                         run_as=args.run_as)
+    serve(executor, ready, config)
 
 
 def _versions() -> dict[str, str]:

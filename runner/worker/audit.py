@@ -1,33 +1,59 @@
-"""The restricted tier's last line: an audit hook in every child that runs user code.
+"""The restricted tier's audit hook: a layer below the policy that keeps no state of its own.
 
 The guards decide what user code may reach. Libraries are large, though, and a library
-function that does `getattr(obj, name)` with a name the user chose can hand out what the
-guards would refuse. This hook does not care how something was reached: in a restricted
-child, nothing may start a process, open a socket, load a C library, write or delete a
-file, read a file outside the Python installation, trace frames, or compile/execute
-code directly from user code (libraries compiling their own code, and the sandbox
-compiling the user's, are fine). Python's audit hooks cannot be removed once added, and
-the child is discarded after the run, so the hook never reaches the warm parent.
+function can compile a string the user chose (a timing helper's `setup=`, a type hint
+that is a string), import a module by name, or `getattr` with a name the user chose.
+This hook does not care how something was reached. In a restricted child:
+
+- nothing may start a process, open a socket, load a C library, write or delete a file,
+  read a file outside the Python installation, trace, or walk the garbage collector;
+- code is compiled and executed only by the sandbox itself (its own compile steps and
+  sympy's hardened string paths) and by the import system: `compile`, `exec` and
+  `eval` from anywhere else (any library, any depth) are refused. Trusted call sites are
+  recognised by the identity of their code objects, which user code cannot forge;
+- only modules the policy allows, and a fixed list of standard-library helpers, may be
+  imported for the first time; anything else is "not found" for whoever asked.
+
+Every refusal is announced on the child's result channel before the exception is
+raised, so the supervisor records it even if the code later takes control of the
+process. The hook keeps nothing mutable: whatever it uses is bound in its closure when
+it is installed (builtins included), so neither replacing module attributes nor reading
+its frames (`f_locals` is a snapshot) can switch it off. Python's audit hooks cannot be
+removed once added, and the child is discarded after the run, so the hook never reaches
+the warm parent.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections.abc import Iterable
+from types import CodeType
 from typing import Any
 
-from .guards import deny
+from .protocol import HEADER
 
-_DENIED_EVENTS = (
+DENIED_EVENTS = (
     "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
     "os.kill", "os.killpg", "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod",
     "os.chown", "os.link", "os.symlink", "os.truncate", "os.utime", "os.putenv",
-    "os.unsetenv", "os.chdir", "os.chroot", "os.setuid",
+    "os.unsetenv", "os.chdir", "os.chroot", "os.setuid", "os.chflags", "os.lchflags",
+    "os.setxattr", "os.removexattr", "os.startfile", "os.add_dll_directory",
     "subprocess.", "pty.", "socket.", "ctypes.", "shutil.", "mmap.", "sys.settrace",
-    "sys.setprofile", "sys._current_frames", "code.__new__", "gc.get_objects",
-    "gc.get_referrers", "gc.get_referents",
-    "function.__new__", "signal.", "resource.setrlimit", "fcntl.", "glob.",
+    "sys.setprofile", "sys._current_frames", "sys._current_exceptions", "code.__new__",
+    "function.__new__", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "signal.", "resource.setrlimit", "resource.prlimit", "fcntl.", "glob.", "sqlite3.",
+    "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.",
+    "nntplib.", "telnetlib.", "sys.addaudithook", "setopencode", "cpython.",
+    "pickle.find_class", "shelve.", "dbm.", "tempfile.",
 )
+# Imports a library may make for the first time inside a child (the C code of allowed
+# modules loads these lazily), besides the modules the policy allows.
+LAZY_IMPORTS = ("time", "_strptime", "locale", "calendar", "unicodedata", "encodings",
+                "codecs", "copyreg", "numbers", "_datetime", "datetime", "math",
+                "_pydecimal", "decimal", "_decimal", "cmath", "_statistics", "_bisect",
+                "bisect", "_heapq", "heapq", "_random", "_sha512", "_sha2", "_json")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _readable: tuple[str, ...] | None = None
 
@@ -40,7 +66,7 @@ def _readable_roots() -> tuple[str, ...]:
 
 
 def prepare() -> None:
-    """Work out the readable roots once, in the zygote, so no child pays for it."""
+    """Work out the readable roots once, in the worker, so no child pays for it."""
     global _readable
     _readable = _readable_roots()
 
@@ -49,54 +75,171 @@ def readable_roots() -> tuple[str, ...]:
     return _readable or _readable_roots()
 
 
-def install() -> None:
-    """Add the hook (call it once, in the child, never in the zygote). Its state lives in
-    its closure, not in a module global that code holding the real builtins could flip."""
-    readable = readable_roots()
-    busy = [False]  # events raised by the hook's own work
-    refuse = deny  # captured now: replacing guards.deny later changes nothing here
+def _code_ids(functions: Iterable[Any]) -> frozenset[int]:
+    ids = set()
+    for function in functions:
+        code = getattr(function, "__code__", function)
+        if isinstance(code, CodeType):
+            ids.add(id(code))
+    return frozenset(ids)
 
-    def refuse_quietly(message: str) -> None:
-        busy[0] = True
+
+class CompileSites:
+    """Who may compile and execute code in a child: `trusted` sites (by code object), the
+    helpers they may go through on the way (`through`), and the import system."""
+
+    def __init__(self) -> None:
+        self._trusted: list[Any] = []
+        self._through: list[Any] = []
+
+    def trust(self, *functions: Any) -> None:
+        self._trusted.extend(functions)
+
+    def allow_through(self, *functions: Any) -> None:
+        self._through.extend(functions)
+
+    def frozen(self) -> tuple[frozenset[int], frozenset[int]]:
+        import ast
+        import collections
+
+        trusted = list(self._trusted) + [collections.namedtuple]
+        through = list(self._through) + [ast.parse]
+        # The import system executes module code (and compiles sources without a
+        # cached .pyc); which modules may be imported at all is decided on "import".
+        bootstrap = sys.modules.get("importlib._bootstrap")
+        external = sys.modules.get("importlib._bootstrap_external")
+        if bootstrap is not None:
+            trusted.append(bootstrap._call_with_frames_removed)
+        if external is not None:
+            trusted.append(external.SourceLoader.source_to_code)
+        # Keep the objects alive: their ids must stay theirs.
+        self._trusted, self._through = trusted, through
+        return _code_ids(trusted), _code_ids(through)
+
+
+SITES = CompileSites()
+
+
+def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str, ...],
+            importable_prefixes: tuple[str, ...], refused_parts: tuple[str, ...],
+            refusal: type[BaseException]) -> None:
+    """Add the hook (once, in the child, never in the worker's own processes).
+
+    Everything the hook and its helpers use is bound here, builtins included: at the
+    time of an event nothing is looked up in a module, a global or the builtins, which
+    code that got hold of the real builtins could have replaced. (A test checks that the
+    compiled hook loads no globals.)"""
+    import ast
+
+    trusted, through = SITES.frozen()
+    parse_code = id(ast.parse.__code__)
+    getframe = sys._getframe
+    write, pack, quote = os.write, HEADER.pack, json.encoder.encode_basestring
+    identity, is_instance, length = id, isinstance, len
+    str_type, bytes_type, int_type = str, bytes, int
+    not_found = ModuleNotFoundError
+    denied_events = DENIED_EVENTS
+    readable_roots = tuple(readable)
+    exact_imports = frozenset(importable) | frozenset(LAZY_IMPORTS)
+    import_prefixes = tuple(prefix + "." for prefix in importable_prefixes) + ("encodings.",)
+    refused = tuple(refused_parts)
+    write_flags = _WRITE_FLAGS
+    frames_to_walk = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+    harmless = frozenset({"object.__getattr__", "sys._getframe", "builtins.id",
+                          "object.__setattr__", "object.__delattr__", "marshal.loads",
+                          "os.listdir", "os.scandir", "sys._getframemodulename"})
+
+    def refuse(message: str) -> None:
+        body = ('{"kind":"denied","message":' + quote(message) + "}").encode("utf-8")
         try:
-            refuse(message)
+            write(report_fd, pack(length(body)) + body)
         finally:
-            busy[0] = False
+            raise refusal(message)
+
+    def compile_allowed() -> bool:
+        frame = getframe(2)  # 0: here, 1: the hook, 2: whoever asked to compile or run
+        if frame is not None and identity(frame.f_code) == parse_code:
+            return True  # ast.parse only parses: no code object comes out of it
+        for _ in frames_to_walk:
+            if frame is None:
+                return False
+            code = identity(frame.f_code)
+            if code in trusted:
+                return True
+            if code not in through:
+                return False
+            frame = frame.f_back
+        return False
+
+    def import_allowed(name: Any) -> bool:
+        if not is_instance(name, str_type):
+            return False
+        if name in exact_imports:
+            return True
+        if not name.startswith(import_prefixes):
+            return False
+        for part in refused:
+            if part in name:
+                return False
+        return True
+
+    def normalised(path: str) -> str:
+        parts: list[str] = []
+        for part in path.split("/"):
+            if part == "" or part == ".":
+                continue
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            parts.append(part)
+        return "/" + "/".join(parts)
+
+    def open_problem(args: tuple[Any, ...]) -> str | None:
+        """Writing anything, or reading outside the Python installation. Paths are
+        normalised with string operations only (Landlock, below, resolves links)."""
+        path = args[0] if args else None
+        mode = args[1] if length(args) > 1 else None
+        flags = args[2] if length(args) > 2 else 0
+        writing = False
+        if is_instance(mode, str_type):
+            for letter in "wax+":
+                if letter in mode:
+                    writing = True
+        if is_instance(flags, int_type) and flags & write_flags:
+            writing = True
+        if is_instance(path, bytes_type):
+            path = path.decode("utf-8", "surrogateescape")
+        if not is_instance(path, str_type):
+            return "opening a file descriptor for writing is not allowed" if writing else None
+        if writing:
+            return f"writing files ({path}) is not allowed in the restricted backend"
+        if path.startswith("<"):
+            # A pseudo-filename ("<code>"): the interpreter looks for the source line of
+            # a syntax error there. Reading it finds nothing (Landlock decides anyway).
+            return None
+        if not normalised(path).startswith(readable_roots):
+            return f"reading {path} is not allowed in the restricted backend"
+        return None
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if busy[0]:
-            return
-        if event.startswith(_DENIED_EVENTS):
-            refuse_quietly(f"the restricted backend does not allow '{event}' (processes, "
-                           "files, sockets and C libraries are off limits)")
+        if event in harmless:
+            return  # frequent, and raised by the hook's own frame walk
+        if event.startswith(denied_events):
+            refuse(f"the restricted backend does not allow '{event}' (processes, files, "
+                   "sockets, C libraries and the interpreter's internals are off limits)")
+        elif event == "compile" or event == "exec":
+            if not compile_allowed():
+                refuse("running code from a string (compile, exec, eval) is not allowed in "
+                       "the restricted backend, whoever asks for it")
+        elif event == "import":
+            name = args[0] if args else None
+            if not import_allowed(name):
+                raise not_found(f"No module named {name!r} (the restricted backend does "
+                                "not allow importing it)")
         elif event == "open":
-            busy[0] = True
-            try:
-                problem = _open_problem(args, readable)
-            finally:
-                busy[0] = False
+            problem = open_problem(args)
             if problem:
-                refuse_quietly(problem)
-        elif event in ("exec", "compile"):
-            # Frame 0 is this hook, 1 whoever called exec/eval/compile.
-            filename = sys._getframe(1).f_code.co_filename
-            if filename.startswith("<") and not filename.startswith("<frozen "):
-                refuse_quietly(f"calling {'eval/exec' if event == 'exec' else 'compile'} "
-                               "directly is not allowed in the restricted backend")
+                refuse(problem)
 
     sys.addaudithook(hook)
-
-
-def _open_problem(args: tuple[Any, ...], readable: tuple[str, ...]) -> str | None:
-    path, mode, flags = (list(args) + [None, None, 0])[:3]
-    writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-        bool((flags or 0) & _WRITE_FLAGS)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, str):
-        return "opening a file descriptor for writing is not allowed" if writing else None
-    if writing:
-        return f"writing files ({path}) is not allowed in the restricted backend"
-    if not os.path.realpath(path).startswith(readable):
-        return f"reading {path} is not allowed in the restricted backend"
-    return None

@@ -1,10 +1,15 @@
-"""What a forked child does: isolate itself, apply limits, run the code, report.
+"""What a forked child does: isolate itself, apply limits, run requests, report.
 
-The child owns nothing the parent needs: a fresh working directory, its own process
-group (so the parent can kill everything it started at once), stdout and stderr
-redirected at the file-descriptor level into pipes the parent reads and caps, and a
-separate result pipe for the outcome. Printing can never forge the result because
-stdout and the result channel are different pipes. Stdlib only.
+A child is forked by the forkserver (forkserver.py), which has never held any request,
+so a child starts with nothing of any other run in its memory. It owns nothing the
+supervisor needs: its own process group (so everything it starts can be killed at
+once), stdout and stderr redirected at the file-descriptor level into pipes the
+supervisor reads and caps, and a separate result pipe for reports.
+
+The result pipe carries frames (wire.py): a `denied` frame the moment a guard refuses
+something, and one `report` per request. The supervisor treats a denial as final, so
+code that later escapes the policy cannot take it back, and it judges timeouts, memory
+and crashes from what it observes, never from what the child says. Stdlib only.
 """
 
 from __future__ import annotations
@@ -13,53 +18,125 @@ import io
 import json
 import math
 import os
+import random
 import resource
 import signal
 import sys
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from .protocol import read_message, write_message
+from . import wire
+from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
 MIB = 1024 * 1024
 PR_SET_PDEATHSIG = 1
-# RLIMIT_NPROC counts a user's processes across the whole host; the zygote turns it off
-# in containers, where the pids cgroup limits each sandbox on its own.
-LIMIT_PROCESSES = True
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+MAX_MESSAGE_CHARS = 64 * 1024  # of an error message or a denial, in a report
+MAX_TRACEBACK_CHARS = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    """How children are set up; passed from the worker's command line, never a global."""
+
+    container: bool = False
+    # RLIMIT_NPROC counts a user's processes across the whole host; in containers the
+    # pids cgroup limits each sandbox on its own instead.
+    limit_processes: bool = True
+    # (uid, gid) a child switches to before it reads a request (containers: the worker
+    # runs as root with only the capabilities to do this, user code never does).
+    run_as: tuple[int, int] | None = None
+    # Base directory for working directories (made per request by executors with files).
+    base_dir: str = "/tmp"
 
 
 class Executor(Protocol):
     """Runs one request inside the child and describes the outcome as plain data.
 
-    The outcome is a dict with `kind` ("ok", "error", "exit", "denied"), and optionally
-    `error` ({type, message, traceback}), `exit_code` and `return_value`.
+    The outcome is a dict with `kind` (wire.OUTCOME_KINDS), and optionally `error`
+    ({type, message, traceback}), `exit_code` and `return_value`.
     """
 
     name: str
 
     def new_namespace(self) -> dict[str, Any]: ...
 
-    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
-                ) -> dict[str, Any]: ...
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any],
+                reporter: Reporter) -> dict[str, Any]: ...
 
 
-def _load_prctl() -> Any:
+class Reporter:
+    """The child's end of its result pipe. Only frames go there."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def frame(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode("utf-8", errors="replace")
+        if len(body) > wire.MAX_REPORT_BYTES:
+            raise ValueError(f"the result is {len(body)} bytes as JSON; at most "
+                             f"{wire.MAX_REPORT_BYTES} can be returned")
+        data = memoryview(HEADER.pack(len(body)) + body)
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            # Someone closed or replaced our result channel: nothing this child says
+            # can be trusted any more, so it says nothing.
+            os._exit(71)
+
+    def denied(self, message: str) -> None:
+        self.frame({"kind": wire.DENIED, "message": _cap(message, MAX_MESSAGE_CHARS)})
+
+    def report(self, outcome: dict[str, Any]) -> None:
+        outcome = _bounded_outcome(outcome)
+        try:
+            self.frame({"kind": wire.REPORT, "outcome": outcome})
+        except (TypeError, ValueError, RecursionError, MemoryError) as exc:
+            self.frame({"kind": wire.REPORT, "outcome": {"kind": "error", "error": {
+                "type": "ResultError", "message": f"the result could not be returned: {exc}",
+                "traceback": ""}}})
+
+
+def _cap(text: Any, limit: int) -> str:
+    text = text if type(text) is str else safe_str(text)
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters cut]"
+
+
+def _bounded_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """An exception's message or traceback can be any size (a 40 MB message is easy to
+    raise): cut them, so the report always fits its channel."""
+    error = outcome.get("error")
+    if isinstance(error, dict):
+        error = dict(error)
+        error["message"] = _cap(error.get("message", ""), MAX_MESSAGE_CHARS)
+        error["traceback"] = _cap(error.get("traceback", ""), MAX_TRACEBACK_CHARS)
+        error["type"] = _cap(error.get("type", "Error"), 200)
+        outcome = {**outcome, "error": error}
+    return outcome
+
+
+def _load_libc() -> Any:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True)
     except (OSError, AttributeError):  # not Linux: the process group kill still applies
         return None
 
 
 # Loaded once in the parent: importing ctypes in every child would cost milliseconds.
-_prctl = _load_prctl()
+_libc = _load_libc()
 
 
-def _set_parent_death_signal() -> None:
-    """Die with the parent: a child must never outlive the worker that watches it."""
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _prctl(*args: int) -> int:
+    return int(_libc.prctl(*args)) if _libc is not None else -1
 
 
 def _address_space_bytes() -> int:
@@ -85,21 +162,21 @@ def _set_limit(which: int, soft: int) -> None:
         resource.setrlimit(which, (soft, hard))
 
 
-def apply_limits(limits: dict[str, Any], *, session: bool = False) -> None:
+def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False) -> None:
     cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     if session:
         # CPU time adds up over a session's blocks, and a confined child may not change
-        # its limits later: each block is bounded by the parent's wall-clock kill instead.
+        # its limits later: each block is bounded by the supervisor's wall-clock kill.
         pass
     elif cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
-        # The hard value is one second above the soft one: SIGXCPU first, which we
-        # report as a timeout, and SIGKILL if the code ignores it.
+        # The hard value is one second above the soft one: SIGXCPU first, which is
+        # reported as a timeout, and SIGKILL if the code ignores it.
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     _set_limit(resource.RLIMIT_AS, _address_space_bytes() + int(limits["memory_mb"]) * MIB)
     _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
     _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB)
-    if LIMIT_PROCESSES:
+    if config.limit_processes:
         _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
     _set_limit(resource.RLIMIT_CORE, 0)
 
@@ -110,6 +187,10 @@ def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
     os.close(devnull)
     os.dup2(stdout_fd, 1)
     os.dup2(stderr_fd, 2)
+    if stdout_fd > 2:
+        os.close(stdout_fd)
+    if stderr_fd > 2:
+        os.close(stderr_fd)
     # Line buffering: a run killed at its deadline still shows every complete line it
     # printed, at one write per line rather than one per print() argument.
     sys.stdin = open(0, "r", closefd=False)
@@ -127,19 +208,23 @@ def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
 
 def _close_other_fds(keep: tuple[int, ...]) -> None:
     low = 3
-    for fd in sorted(keep):
+    for fd in sorted(set(keep)):
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)
 
 
-def _finish_streams() -> None:
-    """Flush and close stdout/stderr, so the parent sees their end before ours."""
+def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except BaseException:  # a closed or broken stream must not hide the result
             pass
+
+
+def _finish_streams() -> None:
+    """Flush and close stdout/stderr, so the supervisor sees their end before ours."""
+    _flush_streams()
     for fd in (1, 2):
         try:
             os.close(fd)
@@ -147,44 +232,74 @@ def _finish_streams() -> None:
             pass
 
 
-def _report(result_fd: int, outcome: dict[str, Any]) -> None:
-    try:
-        data = json.dumps(outcome, ensure_ascii=False, default=repr).encode(
-            "utf-8", errors="replace")  # lone surrogates from user text become "?"
-    except BaseException as exc:  # e.g. MemoryError, or a value json cannot encode
-        data = json.dumps(
-            {"kind": "internal", "error": {"type": type(exc).__name__,
-                                            "message": f"result could not be encoded: {exc}"}}
-        ).encode("utf-8")
-    view = memoryview(data)
-    try:
-        while view:
-            view = view[os.write(result_fd, view):]
-        os.close(result_fd)
-    except OSError:
-        # Someone closed or replaced our result channel: exit non-zero, so whatever was
-        # written there is not taken as this run's report.
-        os._exit(71)
+def drop_privileges(run_as: tuple[int, int]) -> None:
+    """Become the sandbox user for good: no capabilities (not even in the bounding set),
+    no supplementary groups, all three user and group ids changed."""
+    uid, gid = run_as
+    if os.geteuid() != 0:
+        if os.getuid() == uid:
+            return  # already the sandbox user (a worker started without root)
+        raise PermissionError(f"cannot switch to uid {uid}: the worker is not root")
+    for cap in range(64):  # past the kernel's last capability this fails harmlessly
+        _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise PermissionError("the sandbox user could not be set")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def _inherited(executor: Executor) -> tuple[int, ...]:
-    return tuple(getattr(executor, "inherited_fds", lambda: ())())
+def _reseed() -> None:
+    """Every child starts from one copy of the parent's memory, random generators
+    included: reseed them all from the kernel, so no two runs draw the same numbers."""
+    random.seed()
+    for generator in _GENERATORS:
+        try:
+            generator()
+        except Exception:  # noqa: BLE001 - a library's generator may refuse; others go on
+            pass
 
 
-def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...]) -> None:
+_GENERATORS: list[Any] = []
+
+
+def collect_generators() -> None:
+    """In the forkserver, once everything is imported: the reseed call of every random
+    number generator the preloaded libraries made (module-level `random.Random`
+    instances, numpy's global state)."""
+    import gc
+
+    _GENERATORS.clear()
+    for obj in gc.get_objects():
+        if isinstance(obj, random.Random) and obj is not random._inst:  # type: ignore[attr-defined]
+            _GENERATORS.append(obj.seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        seed = getattr(getattr(numpy, "random", None), "seed", None)
+        if callable(seed):
+            _GENERATORS.append(seed)
+
+
+def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...],
+                  config: ChildConfig) -> None:
     """Everything that does not depend on the request: done before the request arrives."""
     os.setpgid(0, 0)
-    _set_parent_death_signal()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     _redirect_stdio(stdout_fd, stderr_fd)
     _close_other_fds(keep_fds)
+    if config.run_as is not None:
+        drop_privileges(config.run_as)
+    # Not dumpable: another process of the same user cannot open our /proc files
+    # (pipes, memory) or trace us; forks of user code inherit it.
+    _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _reseed()
 
 
 def enter_workdir(executor: Executor, workdir: str) -> None:
-    """Created when the request arrives, not when the child is forked: a child forked
-    while another run was going on has nothing that run could have touched. Executors
-    whose code cannot touch files (the restricted tier) need none."""
+    """Made when the first request arrives, not when the child is forked. Executors whose
+    code cannot touch files (the restricted tier) need none."""
     if not getattr(executor, "uses_files", True):
         os.chdir("/")
         return
@@ -194,102 +309,70 @@ def enter_workdir(executor: Executor, workdir: str) -> None:
     os.environ["TMPDIR"] = workdir
 
 
-def child_main(
-    executor: Executor,
-    *,
-    workdir: str,
-    stdout_fd: int,
-    stderr_fd: int,
-    result_fd: int,
-    request_fd: int,
-) -> NoReturn:
-    """Never returns: the child always ends with os._exit.
-
-    The child is forked ahead of time and blocks on `request_fd` until the parent
-    hands it a request, so forking and setting up is not on the run's critical path.
-    """
-    outcome: dict[str, Any]
-    try:
-        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd,
-                      keep_fds=(result_fd, request_fd, *_inherited(executor)))
-        request = read_message(request_fd)
-        os.close(request_fd)
-        if request is None:  # the parent went away before handing us work
-            os._exit(0)
-        enter_workdir(executor, workdir)
-        apply_limits(request["limits"])
-        me = os.getpid()
-        try:
-            outcome = executor.execute(request)
-        finally:
-            _leave_if_forked(me)
-    except MemoryError:
-        outcome = {"kind": "error", "error": {"type": "MemoryError", "message": "", "traceback": ""}}
-    except BaseException as exc:
-        outcome = {"kind": "internal",
-                   "error": {"type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}
-    _finish_streams()
-    try:
-        _report(result_fd, outcome)
-    finally:
-        os._exit(0)
-
-
 def _leave_if_forked(me: int) -> None:
     """A process user code forked that ran off the end of the code (or raised) must not
-    report: only the child the parent forked speaks on the result channel."""
+    report: only the child the forkserver made speaks on the result channel."""
     if os.getpid() != me:
         _finish_streams()
         os._exit(0)
 
 
-def session_main(
-    executor: Executor,
-    *,
-    workdir: str,
-    stdout_fd: int,
-    stderr_fd: int,
-    result_fd: int,
-    request_fd: int,
-) -> NoReturn:
-    """A child that keeps one namespace across many requests (a notebook, a MathChat
-    conversation). Each request is answered with one framed outcome on `result_fd`,
-    after its output has been flushed, so the parent can tell the blocks apart."""
+def _run_one(executor: Executor, request: dict[str, Any], namespace: dict[str, Any],
+             reporter: Reporter) -> dict[str, Any]:
+    me = os.getpid()
     try:
-        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd,
+        try:
+            return executor.execute(request, namespace, reporter)
+        finally:
+            _leave_if_forked(me)
+    except MemoryError:
+        return {"kind": "error", "allocation_failed": True,
+                "error": {"type": "MemoryError", "message": "", "traceback": ""}}
+    except BaseException as exc:  # report it: the child must not die silently
+        return {"kind": "internal", "error": {
+            "type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}
+
+
+def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout_fd: int,
+               stderr_fd: int, result_fd: int, request_fd: int) -> NoReturn:
+    """Never returns: the child always ends with os._exit.
+
+    Forked ahead of time, it sets itself up and blocks on `request_fd` until the
+    supervisor hands it a request. A one-shot child runs one request and exits; a
+    session child keeps one namespace across requests until its pipe closes.
+    """
+    try:
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, config=config,
                       keep_fds=(result_fd, request_fd, *_inherited(executor)))
-        enter_workdir(executor, workdir)
-        namespace = executor.new_namespace()
-        first = True
+        reporter = Reporter(result_fd)
+        namespace: dict[str, Any] | None = None
         while True:
             request = read_message(request_fd)
-            if request is None:
+            if request is None:  # the supervisor is done with us
                 break
-            try:
-                if first:
-                    apply_limits(request["limits"], session=True)  # memory: whole session
-                    first = False
-                me = os.getpid()
-                try:
-                    outcome = executor.execute(request, namespace)
-                finally:
-                    _leave_if_forked(me)
-            except MemoryError:
-                outcome = {"kind": "error",
-                           "error": {"type": "MemoryError", "message": "", "traceback": ""}}
-            except BaseException as exc:  # report it: the session must not die silently
-                outcome = {"kind": "internal", "error": {
-                    "type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except BaseException:
-                    pass
-            try:
-                write_message(result_fd, outcome)
-            except (TypeError, ValueError) as exc:
-                write_message(result_fd, {"kind": "internal", "error": {
-                    "type": type(exc).__name__, "message": f"result could not be encoded: {exc}",
-                    "traceback": ""}})
+            if namespace is None:
+                # Never outlive the supervisor. Set only now: until the forkserver's
+                # intermediate process had exited (before this request could be sent),
+                # that process was our parent, and its exit would have fired the signal.
+                _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() == 1:
+                    break  # the supervisor is already gone
+                enter_workdir(executor, os.path.join(config.base_dir,
+                                                     f"{'session' if session else 'run'}-{os.getpid()}"))
+                apply_limits(request["limits"], config, session=session)
+                namespace = executor.new_namespace()
+            outcome = _run_one(executor, request, namespace, reporter)
+            if not session:
+                os.close(request_fd)
+                _finish_streams()
+                reporter.report(outcome)
+                os.close(result_fd)
+                break
+            _flush_streams()
+            reporter.report(outcome)
     finally:
         os._exit(0)
+
+
+def _inherited(executor: Executor) -> tuple[int, ...]:
+    return tuple(getattr(executor, "inherited_fds", lambda: ())())

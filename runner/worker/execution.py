@@ -14,6 +14,7 @@ optional `call` ({"name": str, "arguments": {...}}) to call a function the code 
 from __future__ import annotations
 
 import ast
+import dis
 from collections.abc import Callable
 from typing import Any
 
@@ -49,11 +50,16 @@ def run_request(
 
     compiled = []
     for filename, source in sources:
+        if source.startswith("\ufeff"):  # a UTF-8 byte order mark, as plain Python accepts
+            source = source[1:]
         register_source(source, filename)
         try:
             tree = ast.parse(source, filename, "exec")
         except SyntaxError as exc:
             return {"kind": "error", "error": describe(exc)}
+        except ValueError as exc:  # e.g. a NUL byte in the source
+            return {"kind": "error", "error": {"type": "SyntaxError", "traceback": "",
+                                               "message": f"{exc} (in {filename})"}}
         try:
             compiled.append(compile_source(tree, filename))
         except Refused as exc:
@@ -79,11 +85,33 @@ def run_request(
         outcome = {"kind": "exit", "exit_code": code, "error": describe(exc)}
     except BaseException as exc:  # everything user code raises is a result
         outcome = {"kind": "error", "error": describe(exc)}
+        if isinstance(exc, MemoryError) and allocation_failed(exc):
+            outcome["allocation_failed"] = True
     recorded = refusals_recorded()
     if recorded:  # the first refusal, even if user code caught it and went on
         outcome = {"kind": "denied", "error": {"type": "Denied", "message": recorded[0],
                                                "traceback": ""}}
     return outcome
+
+
+def allocation_failed(exc: BaseException) -> bool:
+    """A MemoryError the interpreter raised because an allocation failed (the memory
+    limit), not one some Python code raised itself (`raise MemoryError`): the innermost
+    frame of its traceback was not at a `raise` instruction."""
+    tb = exc.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code.co_code
+    offset = tb.tb_lasti
+    if not 0 <= offset < len(code):
+        return True
+    return code[offset] not in _RAISE_OPCODES
+
+
+_RAISE_OPCODES = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE")
+                           if name in dis.opmap)
 
 
 def _call(namespace: dict[str, Any], call: dict[str, Any], own: dict[str, Any]

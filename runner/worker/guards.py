@@ -35,20 +35,36 @@ DEFAULT_ALLOWED_MODULES: tuple[str, ...] = (
     "collections", "re", "json", "datetime", "random", "sympy",
 )
 
-# Corners of allowed packages that execute code, import by name, start processes,
-# write files or open windows. Modules under these prefixes are refused, and so is any
-# callable or object whose defining module is under them.
-DENIED_MODULE_PREFIXES: tuple[str, ...] = (
-    "sympy.external", "sympy.interactive", "sympy.testing", "sympy.plotting",
-    "sympy.utilities.runtests", "sympy.utilities.source", "sympy.utilities.autowrap",
-    "sympy.utilities.codegen", "sympy.utilities._compilation", "sympy.utilities.misc",
-    "sympy.utilities.pkgdata", "sympy.utilities.tmpfiles", "sympy.utilities.pytest",
-    "sympy.utilities.matchpy_connector", "sympy.utilities.benchmarking",
-    "sympy.core.cache", "sympy.printing.preview", "sympy.printing.llvmjitcode",
-    "sympy.parsing.ast_parser", "sympy.parsing.latex", "sympy.parsing.autolev",
-    "sympy.parsing.c", "sympy.parsing.fortran", "sympy.parsing.sym_expr",
-    "sympy.physics.secondquant", "sympy.polys.polyconfig",
+# sympy is allowed as a curated set of its subpackages, not the whole tree: the tree
+# also holds test suites, benchmark and timing helpers that compile strings, code
+# generators that write and build files, and an interactive layer. A module is allowed
+# when it is one of these or below one (and not refused below).
+SYMPY_SUBPACKAGES: tuple[str, ...] = (
+    "sympy.abc", "sympy.algebras", "sympy.assumptions", "sympy.calculus",
+    "sympy.categories", "sympy.combinatorics", "sympy.concrete", "sympy.core",
+    "sympy.crypto", "sympy.diffgeom", "sympy.discrete", "sympy.functions", "sympy.geometry",
+    "sympy.holonomic", "sympy.integrals", "sympy.liealgebras", "sympy.logic",
+    "sympy.matrices", "sympy.multipledispatch", "sympy.ntheory", "sympy.parsing.sympy_parser",
+    "sympy.physics", "sympy.polys", "sympy.printing", "sympy.series", "sympy.sets",
+    "sympy.simplify", "sympy.solvers", "sympy.stats", "sympy.strategies", "sympy.tensor",
+    "sympy.unify", "sympy.vector", "sympy.utilities.decorator", "sympy.utilities.enumerative",
+    "sympy.utilities.exceptions", "sympy.utilities.iterables", "sympy.utilities.lambdify",
+    "sympy.utilities.memoization", "sympy.external.pythonmpq", "sympy.external.gmpy",
 )
+# Packages whose module object may be reached (for the curated submodules inside), but
+# whose other submodules are not allowed.
+SYMPY_PACKAGES = frozenset({"sympy", "sympy.utilities", "sympy.parsing", "sympy.external"})
+
+# Inside allowed packages: corners that execute code, import by name, start processes,
+# write files or open windows, and every test suite. Modules matching these are refused,
+# and so is any callable or object whose defining module matches.
+REFUSED_MODULES: tuple[str, ...] = (
+    "sympy.core.cache", "sympy.printing.preview", "sympy.printing.llvmjitcode",
+    "sympy.printing.aesaracode", "sympy.printing.theanocode", "sympy.printing.tensorflow",
+    "sympy.physics.secondquant", "sympy.polys.polyconfig", "sympy.stats.sampling",
+    "json.tool",
+)
+REFUSED_PARTS: tuple[str, ...] = (".tests", ".test_", ".benchmarks", ".conftest")
 
 # Dunder attributes that are plain data or ordinary protocol methods. Everything else
 # that starts with "__" (__class__, __dict__, __globals__, __subclasses__, ...) is the
@@ -113,10 +129,20 @@ class Denied(BaseException):
 
 
 _denials: list[str] = []
+# Called with every refusal before it is raised (the child's Reporter.denied): the
+# supervisor hears of it at once, so nothing user code does afterwards can undo it.
+_announce: Callable[[str], None] | None = None
+
+
+def set_announcer(announce: Callable[[str], None] | None) -> None:
+    global _announce
+    _announce = announce
 
 
 def deny(message: str) -> Any:
     _denials.append(message)
+    if _announce is not None:
+        _announce(message)
     raise Denied(message)
 
 
@@ -141,16 +167,31 @@ class Policy:
 
     def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES) -> None:
         self.allowed = tuple(sorted(set(allowed_modules)))
-        self._allowed_set = frozenset(self.allowed)
+        exact = set(self.allowed)
+        prefixes: list[str] = []
+        for name in self.allowed:
+            if name == "sympy":
+                exact |= SYMPY_PACKAGES
+                prefixes.extend(SYMPY_SUBPACKAGES)
+            else:
+                prefixes.append(name)
+        self.exact = frozenset(exact)
+        self.prefixes = tuple(prefixes)
+        self._verdicts: dict[str, bool] = {}
         self._denied_ids: frozenset[int] = frozenset()
 
     def allowed_text(self) -> str:
         return ", ".join(self.allowed)
 
     def module_allowed(self, name: str) -> bool:
-        if name.split(".", 1)[0] not in self._allowed_set:
-            return False
-        return not module_denied(name)
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            verdict = type(name) is str and not module_denied(name) and (
+                name in self.exact
+                or any(name == p or name.startswith(p + ".") for p in self.prefixes))
+            if len(self._verdicts) < 10_000:
+                self._verdicts[name] = verdict
+        return verdict
 
     def deny_objects(self, objects: Iterable[Any]) -> None:
         self._denied_ids = self._denied_ids | frozenset(id(obj) for obj in objects)
@@ -160,7 +201,8 @@ class Policy:
 
 
 def module_denied(name: str) -> bool:
-    return any(name == prefix or name.startswith(prefix + ".") for prefix in DENIED_MODULE_PREFIXES)
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in REFUSED_MODULES) \
+        or any(part in name for part in REFUSED_PARTS)
 
 
 def _defining_module(obj: Any) -> str:
@@ -209,6 +251,31 @@ def _is_private_name(name: str) -> bool:
 def _is_user_defined(obj: Any) -> bool:
     cls = obj if isinstance(obj, type) else type(obj)
     return getattr(cls, "__module__", None) == "__main__"
+
+
+_CLASS_DICT = type.__dict__["__dict__"]
+_OBJECT_DICT = object.__getattribute__
+
+
+def _defined_by_user(obj: Any, name: str) -> bool:
+    """A `_private` attribute the user's own code defined: in the instance's own dict, or
+    in a user class found before any library class in the method resolution order. A
+    helper a user subclass inherits from a library class is the library's, and private
+    there (some act as a real getattr, or build code)."""
+    if not _is_user_defined(obj):
+        return False
+    if not isinstance(obj, type):
+        try:
+            own = _OBJECT_DICT(obj, "__dict__")
+        except (AttributeError, TypeError):
+            own = None
+        if isinstance(own, dict) and name in own:
+            return True
+    cls = obj if isinstance(obj, type) else type(obj)
+    for klass in type.__dict__["__mro__"].__get__(cls, type):
+        if name in _CLASS_DICT.__get__(klass, type):
+            return getattr(klass, "__module__", None) == "__main__"
+    return True  # nowhere yet: reading it raises AttributeError, setting it is the user's
 
 
 class Guards:
@@ -318,6 +385,35 @@ class Guards:
                  "backend does not allow (it can run code, import by name or touch the system)")
         return value
 
+    def check_result(self, value: Any) -> Any:
+        """What a call returned, before user code holds it: a library function that
+        returns a module, a frame, a code object or a refused callable is refused like an
+        attribute that would."""
+        if type(value) in _PLAIN_TYPES:
+            return value
+        return self.check_value(value, "the result of a call")
+
+    def apply(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """Calls with `*args` or `**kwargs`: unpacked values reach the callee unchecked
+        otherwise, and keyword names are how class factories get dunders (`**{'__globals__':
+        ...}`) into the classes they build."""
+        for key in kwargs:
+            if type(key) is not str or key.startswith("__"):
+                deny(f"the keyword argument {key!r} is not allowed (names starting with '__' "
+                     "are interpreter internals in the restricted backend)")
+        for value in args:
+            if type(value) not in _PLAIN_TYPES:
+                self.check_value(value, "an argument")
+        return self.check_result(function(*args, **kwargs))
+
+    def annotation(self, value: Any) -> Any:
+        """Annotations are evaluated as code when they are strings (typing.get_type_hints,
+        which functools.singledispatch calls): an annotation must be the type itself."""
+        if _holds_text(value, 0):
+            deny("a string annotation is not allowed (typing evaluates it as code); write "
+                 "the type itself")
+        return value
+
     def _module_usable(self, module: str) -> bool:
         if module in INTERNAL_MODULES:
             return True
@@ -327,7 +423,7 @@ class Guards:
         if name.startswith("_"):
             if name in SAFE_DUNDER_ATTRIBUTES:
                 return
-            if _is_private_name(name) and _is_user_defined(obj):
+            if _is_private_name(name) and _defined_by_user(obj, name):
                 return
             deny(f"access to the attribute '{name}' of {_describe(obj)} is not allowed "
                  "(names starting with '_' are private in the restricted backend)")
@@ -473,6 +569,18 @@ class Guards:
         return partial(fmt, obj) if isinstance(obj, str) else fmt
 
 
+def _holds_text(value: Any, depth: int) -> bool:
+    if isinstance(value, (str, bytes)):
+        return True
+    if depth > 4:
+        return False
+    try:
+        args = object.__getattribute__(value, "__args__")
+    except (AttributeError, TypeError):
+        return False
+    return isinstance(args, tuple) and any(_holds_text(arg, depth + 1) for arg in args)
+
+
 def _refusal(qualified: str) -> Callable[..., Any]:
     def refused(*_args: Any, **_kwargs: Any) -> Any:
         deny(f"{qualified} is not available in the restricted backend (it can run arbitrary "
@@ -548,6 +656,48 @@ class SandboxTransformer(RestrictingNodeTransformer):
             return
         super().check_name(node, name, allow_magic_methods)
 
+    _bound_names: frozenset[str] | None = None
+
+    def visit(self, node: ast.AST) -> Any:
+        if self._bound_names is None:  # the root of the tree: names are bound anywhere
+            self._bound_names = _bound_names(node)
+        return super().visit(node)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        new = super().visit_Call(node)
+        if _returns_known_type(new, self._bound_names or frozenset()) or (
+                isinstance(new, ast.Call) and isinstance(new.func, ast.Name)
+                and new.func.id == "_apply_"):  # guards.apply checks its result itself
+            return new
+        wrapped = ast.Call(func=ast.Name("_result_", ast.Load()), args=[new], keywords=[])
+        copy_locations(wrapped, node)
+        copy_locations(wrapped.func, node)
+        return wrapped
+
+    def visit_keyword(self, node: ast.keyword) -> Any:
+        if node.arg is not None and node.arg.startswith("__"):
+            self.error(node, f'"{node.arg}" is an invalid keyword argument name because it '
+                             'starts with "__".')
+        return super().visit_keyword(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> Any:
+        if node.module == "__future__" and any(a.name == "annotations" for a in node.names):
+            self.error(node, "'from __future__ import annotations' is not allowed (it turns "
+                             "every annotation into a string that typing evaluates as code)")
+        return super().visit_ImportFrom(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
+        return _guard_annotations(super().visit_FunctionDef(node))
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
+        return _guard_annotations(super().visit_AsyncFunctionDef(node))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        new = super().visit_AnnAssign(node)
+        if isinstance(new, ast.AnnAssign):
+            new.annotation = _annotation_call(new.annotation)
+        return new
+
     def check_import_names(self, node: ast.ImportFrom | ast.Import) -> ast.AST:
         if isinstance(node, ast.ImportFrom) and [alias.name for alias in node.names] == ["*"]:
             return self.node_contents_visit(node)
@@ -593,6 +743,64 @@ class SandboxTransformer(RestrictingNodeTransformer):
         copy_locations(new, node)
         ast.fix_missing_locations(new)
         return new
+
+
+# Builtins whose result type Python itself guarantees (int() must return an int, str() a
+# str, ...): calling them needs no check of the result, which keeps tight loops fast.
+_KNOWN_RESULT_BUILTINS = frozenset({
+    "len", "int", "float", "str", "bool", "complex", "isinstance", "issubclass", "range",
+    "print", "repr", "ascii", "hash", "id", "ord", "chr", "hex", "oct", "bin", "callable",
+    "format",
+})
+
+
+def _bound_names(tree: ast.AST) -> frozenset[str]:
+    """Every name the code binds anywhere (assignments, parameters, definitions,
+    imports): a builtin's name is only trusted where the code never rebinds it."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return frozenset(names)
+
+
+def _returns_known_type(call: Any, bound: frozenset[str]) -> bool:
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id in _KNOWN_RESULT_BUILTINS and call.func.id not in bound)
+
+
+def _annotation_call(annotation: ast.expr) -> ast.expr:
+    call = ast.Call(func=ast.Name("_annotation_", ast.Load()), args=[annotation], keywords=[])
+    copy_locations(call, annotation)
+    copy_locations(call.func, annotation)
+    return call
+
+
+def _guard_annotations(node: Any) -> Any:
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node
+    arguments = node.args
+    for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                arguments.vararg, arguments.kwarg]:
+        if arg is not None and arg.annotation is not None:
+            arg.annotation = _annotation_call(arg.annotation)
+    if node.returns is not None:
+        node.returns = _annotation_call(node.returns)
+    return node
 
 
 def _augmented_operator(op: ast.operator) -> str:
@@ -744,5 +952,7 @@ def make_globals(guards: Guards) -> dict[str, Any]:
         "_inplacevar_": inplacevar,
         "_inplace_attr_": guards.inplace_attr,
         "_inplace_item_": guards.inplace_item,
-        "_apply_": lambda f, *a, **kw: f(*a, **kw),
+        "_apply_": guards.apply,
+        "_result_": guards.check_result,
+        "_annotation_": guards.annotation,
     }

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from .child import Reporter
 from .execution import run_request
 
 DEFAULT_PRELOAD = ("sympy", "numpy", "mpmath", "fractions", "decimal", "statistics",
@@ -56,10 +57,9 @@ class PlainExecutor:
     def _compile(self, tree: ast.Module, filename: str) -> Any:
         return compile(tree, filename, "exec")
 
-    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any], reporter: Reporter
                 ) -> dict[str, Any]:
-        return run_request(request, compile_source=self._compile,
-                           namespace=namespace if namespace is not None else self.new_namespace(),
+        return run_request(request, compile_source=self._compile, namespace=namespace,
                            refusal=_NeverRaised)
 
 

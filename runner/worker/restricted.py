@@ -1,25 +1,45 @@
-"""The restricted tier's executor: RestrictedPython compile, guarded namespace, no escape.
+"""The restricted tier's executor: RestrictedPython compile, guarded namespace, confined child.
 
-Runs inside the forked child (see child.py). The zygote builds one `RestrictedExecutor`
-before forking, so the policy, the preloaded modules and the sympy hardening are
-inherited by every child for free.
+Runs inside the forked child (see child.py). The worker builds one `RestrictedExecutor`
+before it splits into supervisor and forkserver, so the policy, the preloaded modules,
+the sympy hardening and the kernel confinement's prepared rules are inherited by every
+child for free.
+
+`layers` other than "full" are test modes and nothing else: "hook" runs user code with the
+real builtins under the audit hook (code that escaped the policy), "kernel" with the real
+builtins and no hook at all; both under the same kernel confinement and process design.
+The isolation tests run in those modes too, to show that what the restricted tier
+guarantees (nothing reaches the host, no run sees another, results cannot be forged,
+limits cannot be changed) does not rest on the policy, nor on the hook.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import builtins
 import importlib
 import operator
+import os
 from collections.abc import Iterable
 from typing import Any
 
+from RestrictedPython import compile as restricted_compile
+
 from . import audit
-from .confine import Confinement
 from . import guards as guard_module
-from .guards import DEFAULT_ALLOWED_MODULES, Denied, Guards, Policy, compile_user_code, make_globals
+from .child import Reporter
+from .confine import Confinement
 from .execution import Refused, run_request
+from .guards import (
+    DEFAULT_ALLOWED_MODULES,
+    REFUSED_MODULES,
+    REFUSED_PARTS,
+    Denied,
+    Guards,
+    Policy,
+    compile_user_code,
+    make_globals,
+)
 
 # Real builtins and helpers that must never reach user code through some library attribute.
 _DANGEROUS_OBJECTS = (
@@ -30,14 +50,23 @@ _DANGEROUS_OBJECTS = (
 )
 
 
+# full: policy + audit hook + kernel; hook: audit hook + kernel; kernel: kernel only.
+LAYERS = ("full", "hook", "kernel")
+
+
 class RestrictedExecutor:
     name = "restricted"
     uses_files = False  # no file access at all: runs need no working directory
 
-    def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES) -> None:
+    def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES, *,
+                 layers: str = "full") -> None:
+        if layers not in LAYERS:
+            raise ValueError(f"layers must be one of {', '.join(LAYERS)}")
         self.policy = Policy(allowed_modules)
         self.policy.deny_objects(_DANGEROUS_OBJECTS)
         self.guards = Guards(self.policy)
+        self.layers = layers
+        self.guarded = layers == "full"
         self.preloaded: list[str] = []
         self._confined = False
         self._confinement: Confinement | None = None
@@ -56,6 +85,12 @@ class RestrictedExecutor:
 
             harden_sympy(self.guards)
             self._warm_sympy()
+        audit.SITES.trust(run_request)
+        audit.SITES.allow_through(
+            RestrictedExecutor._compile, compile_user_code,
+            restricted_compile.compile_restricted_exec,
+            restricted_compile.compile_restricted_eval,
+            restricted_compile._compile_restricted_mode)
         audit.prepare()
         self._confinement = Confinement(audit.readable_roots())  # once, for every child
         self.guards.builtins_table()  # built once here, shared copy-on-write by children
@@ -73,8 +108,11 @@ class RestrictedExecutor:
         sympy.Matrix([[1, 2], [3, 4]]).det()
         sympy.N(sympy.pi, 20)
         sympy.nsolve(x**2 - 2, x, 1)
+        sympy.latex(x**2 / 3)
 
     def _compile(self, tree: ast.Module, filename: str) -> Any:
+        if not self.guarded:
+            return compile(tree, filename, "exec")
         compiled = compile_user_code(tree, filename)
         if compiled.errors:
             raise Refused("the restricted backend refused this code: "
@@ -88,18 +126,29 @@ class RestrictedExecutor:
         return self._confinement.inherited_fds() if self._confinement is not None else ()
 
     def new_namespace(self) -> dict[str, Any]:
+        if not self.guarded:
+            return {"__name__": "__main__", "__builtins__": builtins}
         return make_globals(self.guards)
 
-    def execute(self, request: dict[str, Any], namespace: dict[str, Any] | None = None
-                ) -> dict[str, Any]:
+    def _confine(self, reporter: Reporter) -> None:
+        """In the child, before its first request runs: the worker's own processes never
+        execute requests, so they are never confined."""
+        confinement = self._confinement or Confinement(audit.readable_roots())
+        self.kernel_confined = confinement.apply()
+        for fd in confinement.inherited_fds():  # applied: this child needs it no more
+            os.close(fd)
+        guard_module.set_announcer(reporter.denied)
+        if self.layers != "kernel":
+            audit.install(report_fd=reporter.fd, readable=audit.readable_roots(),
+                          importable=tuple(self.policy.exact) + self.policy.prefixes,
+                          importable_prefixes=self.policy.prefixes,
+                          refused_parts=REFUSED_MODULES + REFUSED_PARTS, refusal=Denied)
+        self._confined = True
+
+    def execute(self, request: dict[str, Any], namespace: dict[str, Any],
+                reporter: Reporter) -> dict[str, Any]:
         guard_module.clear_denials()  # a session child runs many requests
-        if not self._confined:  # in the child: the zygote never executes requests itself
-            confinement = self._confinement or Confinement(audit.readable_roots())
-            self.kernel_confined = confinement.apply()
-            for fd in confinement.inherited_fds():  # applied: this child needs it no more
-                os.close(fd)
-            audit.install()
-            self._confined = True
-        return run_request(request, compile_source=self._compile,
-                           namespace=namespace if namespace is not None else self.new_namespace(),
+        if not self._confined:
+            self._confine(reporter)
+        return run_request(request, compile_source=self._compile, namespace=namespace,
                            refusal=Denied, refusals_recorded=guard_module.recorded_denials)

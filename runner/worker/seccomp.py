@@ -62,6 +62,23 @@ _DENIED_X86_64 = {
     426: "io_uring_enter", 427: "io_uring_register", 428: "open_tree", 429: "move_mount",
     430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick", 442: "mount_setattr",
     160: "setrlimit", 154: "modify_ldt",
+    # Calls that reach other processes of the same user (or any, as root): priorities,
+    # scheduling, memory placement, comparing their kernel objects, reading the kernel log.
+    141: "setpriority", 251: "ioprio_set", 203: "sched_setaffinity", 144: "sched_setscheduler",
+    142: "sched_setparam", 314: "sched_setattr", 256: "migrate_pages", 279: "move_pages",
+    312: "kcmp", 440: "process_madvise", 448: "process_mrelease", 103: "syslog",
+    122: "setfsuid", 123: "setfsgid", 305: "clock_adjtime", 153: "vhangup", 134: "uselib",
+    212: "lookup_dcookie", 443: "quotactl_fd", 447: "memfd_secret", 301: "fanotify_mark",
+    # System V and POSIX IPC: objects that outlive the run, shared host-wide.
+    29: "shmget", 30: "shmat", 31: "shmctl", 67: "shmdt", 64: "semget", 65: "semop",
+    66: "semctl", 220: "semtimedop", 68: "msgget", 69: "msgsnd", 70: "msgrcv", 71: "msgctl",
+    240: "mq_open", 241: "mq_unlink", 242: "mq_timedsend", 243: "mq_timedreceive",
+    244: "mq_notify", 245: "mq_getsetattr",
+    # Metadata changes Landlock does not cover (as root they would reach any file).
+    90: "chmod", 91: "fchmod", 268: "fchmodat", 452: "fchmodat2", 92: "chown", 93: "fchown",
+    94: "lchown", 260: "fchownat", 188: "setxattr", 189: "lsetxattr", 190: "fsetxattr",
+    197: "removexattr", 198: "lremovexattr", 199: "fremovexattr", 132: "utime",
+    235: "utimes", 261: "futimesat", 280: "utimensat",
 }
 _CLONE, _CLONE3, _PRLIMIT64 = 56, 435, 302
 _KILL_LIKE = (62, 129)  # kill, rt_sigqueueinfo: (pid, ...)

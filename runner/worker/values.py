@@ -24,56 +24,86 @@ def _module_of(value: Any) -> str:
     return getattr(type(value), "__module__", "") or ""
 
 
+def _float(value: float, state: dict[str, bool]) -> Any:
+    """JSON has no NaN or infinity: those become strings (flagged as converted)."""
+    if math.isfinite(value):
+        return value
+    state["converted"] = True
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
 def _convert(value: Any, depth: int, state: dict[str, bool]) -> Any:
     if depth > MAX_DEPTH:
         raise _Unconvertible("nested too deeply")
-    if value is None or isinstance(value, (bool, str)):
+    kind = type(value)
+    # Exact types first, read with the base type's own methods: a subclass can override
+    # any method (an int whose bit_length or __index__ lies), and user code wrote it.
+    if value is None or kind is bool or kind is str:
         return value
-    if isinstance(value, int):
-        if value.bit_length() > 13_000:  # ~4000 digits: beyond what JSON text may carry
+    if kind is int:
+        if int.bit_length(value) > 13_000:  # ~4000 digits: beyond what JSON text may carry
             raise _Unconvertible("an integer too large for JSON")
-        return int(value)
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
+        return value
+    if kind is float:
+        return _float(value, state)
+    if isinstance(value, bool):
         state["converted"] = True
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, list):
+        return bool.__bool__(value)
+    if isinstance(value, str):
+        state["converted"] = True
+        return str.__str__(value)
+    if isinstance(value, int):
+        state["converted"] = True
+        return _convert(int.__int__(value), depth, state)
+    if isinstance(value, float):
+        state["converted"] = True
+        return _float(float.__float__(value), state)
+    if kind is list:
         return [_convert(item, depth + 1, state) for item in _bounded(value)]
-    if isinstance(value, dict):
+    if kind is dict:
         out = {}
-        for key, item in _bounded(list(value.items())):
-            if not isinstance(key, str):
+        for key, item in _bounded(list(dict.items(value))):
+            if type(key) is not str:
                 state["converted"] = True
-                key = str(key) if not isinstance(key, (int, float, bool)) or key is None else \
-                    _scalar_key(key)
+                key = _scalar_key(key)
             out[key] = _convert(item, depth + 1, state)
         return out
     state["converted"] = True
-    if isinstance(value, tuple):
-        return [_convert(item, depth + 1, state) for item in _bounded(list(value))]
+    if isinstance(value, (list, tuple)):
+        items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+        return [_convert(item, depth + 1, state) for item in _bounded(list(items))]
+    if isinstance(value, dict):
+        return _convert(dict(dict.items(value)), depth, state)
     if isinstance(value, (set, frozenset)):
-        items = [_convert(item, depth + 1, state) for item in _bounded(list(value))]
+        base = set.__iter__ if isinstance(value, set) else frozenset.__iter__
+        items = [_convert(item, depth + 1, state) for item in _bounded(list(base(value)))]
         try:
             return sorted(items)
         except TypeError:
             return items
     if isinstance(value, Fraction):
-        return value.numerator if value.denominator == 1 else float(value)
+        return value.numerator if value.denominator == 1 else _float(float(value), state)
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() and value.is_finite() else float(value)
+        if not value.is_finite():
+            return _float(float(value), state) if not value.is_nan() else "nan"
+        return int(value) if value == value.to_integral_value() else _float(float(value), state)
     if isinstance(value, complex):
-        return {"real": value.real, "imag": value.imag}
+        return {"real": _float(complex.real.__get__(value), state),
+                "imag": _float(complex.imag.__get__(value), state)}
     module = _module_of(value)
     if module.startswith("numpy"):
         return _convert(value.tolist(), depth + 1, state)
     if module.startswith("sympy"):
         return _convert_sympy(value, depth, state)
-    raise _Unconvertible(type(value).__name__)
+    raise _Unconvertible(kind.__name__)
 
 
 def _scalar_key(key: Any) -> str:
-    return "true" if key is True else "false" if key is False else str(key)
+    if key is True or key is False:
+        return "true" if key else "false"
+    if type(key) in (int, float) or key is None:
+        return str(key)
+    return _safe_repr(key, 1000) if not isinstance(key, str) else str.__str__(key)
 
 
 def _bounded(items: Any) -> Any:
@@ -86,14 +116,14 @@ def _convert_sympy(value: Any, depth: int, state: dict[str, bool]) -> Any:
     if getattr(value, "is_Matrix", False):
         return _convert(value.tolist(), depth + 1, state)
     if getattr(value, "is_Integer", False):
-        return int(value)
+        return _convert(int(value), depth, state)
     if getattr(value, "is_Rational", False) or getattr(value, "is_Float", False):
-        return float(value)
+        return _float(float(value), state)
     if type(value).__name__ in ("BooleanTrue", "BooleanFalse"):
         return type(value).__name__ == "BooleanTrue"
     if getattr(value, "is_number", False) and getattr(value, "is_real", False):
         try:
-            return float(value)
+            return _float(float(value), state)
         except (TypeError, ValueError):
             pass
     return str(value)
@@ -104,8 +134,8 @@ def to_json_value(value: Any) -> dict[str, Any]:
     state = {"converted": False}
     try:
         converted = _convert(value, 0, state)
-    except (_Unconvertible, RecursionError, ValueError, TypeError, OverflowError):
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 13_000:
+    except (_Unconvertible, RecursionError, ValueError, TypeError, OverflowError, MemoryError):
+        if type(value) is int and int.bit_length(value) > 13_000:
             text = f"<int with {len(format(value, 'x')) * 4} bits>"  # str() is refused this large
             return {"value": text, "repr": text, "is_repr": True}
         text = _safe_repr(value)

@@ -1,0 +1,339 @@
+"""Watching one request run in a child: the supervisor's single watch loop.
+
+For one-shot children and session children alike: hand the child its request, read
+its stdout and stderr with byte caps and its result pipe frame by frame, kill its
+process group at the wall-clock deadline, and note how it ended (wait status, CPU time,
+peak memory). What the observation holds about limits comes from the supervisor's own
+clock and the kernel, never from the child; the child contributes only its frames.
+
+A one-shot child's report counts once the child has stopped running user code: it has
+exited, or its only thread has begun to exit. A report followed by more work (a forged
+report, then a loop) is therefore a timeout, not the forged result. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import wire
+from .protocol import FrameReader, ProtocolError, write_message
+
+DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
+PF_EXITING = 0x4
+_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+class Capture:
+    """Keeps the first `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.total += len(chunk)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Observation:
+    """Everything the supervisor saw of one request."""
+
+    stdout: Capture
+    stderr: Capture
+    outcome: dict[str, Any] | None = None  # the child's report, if one arrived whole
+    denial: str | None = None               # the first refusal the child announced
+    malformed: str | None = None            # why the result channel could not be read
+    timed_out: bool = False
+    exited: bool = False                    # the child is gone (its status is below)
+    wait_status: int | None = None
+    cpu_ms: int = 0
+    max_rss_kb: int = 0
+    duration_ms: int = 0
+    oom_kills_before: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # gone already (or the id was reused by something that is not ours)
+
+
+def oom_kills() -> int | None:
+    """The cgroup's count of out-of-memory kills (v2 or v1), if it can be read."""
+    for path in _OOM_FILES:
+        try:
+            with open(path, "rb") as events:
+                for line in events:
+                    if line.startswith(b"oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def cpu_ms_of(pid: int) -> int | None:
+    """CPU time of a live child so far (ns-precise where the kernel offers it)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as stat:
+            return int(stat.read().split()[0]) // 1_000_000
+    except (OSError, ValueError, IndexError):
+        pass
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_kb_of(pid: int) -> int | None:
+    """Peak resident memory of a live child; None once it has released its memory."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (field 3 is index 0)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def finished_running(pid: int) -> bool:
+    """The child runs no more user code: its only thread has begun to exit (or it is a
+    zombie). With several threads only the real exit counts."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return True
+    try:
+        state, flags, threads = fields[0], int(fields[6]), int(fields[17])
+    except (ValueError, IndexError):
+        return False
+    if state in (b"Z", b"X"):
+        return threads <= 1
+    return threads == 1 and bool(flags & PF_EXITING)
+
+
+@dataclass
+class ChildPipes:
+    """The supervisor's ends of one child's pipes, and how to wait for it."""
+
+    pid: int
+    stdout: int
+    stderr: int
+    result: int
+    request: int
+    pidfd: int | None
+    reader: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_REPORT_BYTES))
+
+    def close(self) -> None:
+        for fd in (self.stdout, self.stderr, self.result, self.request):
+            _close(fd)
+        if self.pidfd is not None:
+            _close(self.pidfd)
+            self.pidfd = None
+        self.stdout = self.stderr = self.result = self.request = -1
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
+          check_oom: bool) -> Observation:
+    """Run `request` in `child` and observe it until it reports (and, one-shot, stops),
+    dies, or reaches its deadline. The child's pipes stay open for a session."""
+    limits = request["limits"]
+    cap = int(limits["max_output_bytes"])
+    seen = Observation(Capture(cap), Capture(cap),
+                       oom_kills_before=oom_kills() if check_oom else None)
+    started = time.monotonic()
+    deadline = started + float(limits["timeout_s"])
+    cpu_before = (cpu_ms_of(child.pid) or 0) if not one_shot else 0
+    try:
+        write_message(child.request, request)
+    except (BrokenPipeError, OSError):
+        pass  # the child died before its request: judged like any crash below
+    if one_shot:
+        _close(child.request)
+        child.request = -1
+    streams = {child.stdout: seen.stdout, child.stderr: seen.stderr}
+    open_fds = {child.stdout, child.stderr, child.result}
+    for fd in open_fds:
+        os.set_blocking(fd, False)
+    drain_until: float | None = None
+    settle_from: float | None = None
+    while True:
+        now = time.monotonic()
+        if seen.exited:
+            if not open_fds or now >= (drain_until or now):
+                break
+        elif now >= deadline:
+            seen.timed_out = True
+            kill_group(child.pid)
+            _wait(child, seen)
+            break
+        if not seen.exited and _reported(seen):
+            if not one_shot:
+                break
+            if child.result not in open_fds and not (open_fds & streams.keys()):
+                # Report in, streams closed: done as soon as the child stops running.
+                # Usage first: an exiting child soon releases its memory, and its figures.
+                peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
+                if finished_running(child.pid) and peak is not None:
+                    seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
+                    break
+                settle_from = settle_from or now
+        waiting = list(open_fds)
+        if not seen.exited:
+            if child.pidfd is not None:
+                waiting.append(child.pidfd)
+        if seen.exited:
+            timeout = (drain_until or now) - now
+        else:
+            timeout = deadline - now
+            if child.pidfd is None:
+                timeout = min(timeout, 0.01)
+            if settle_from is not None and now - settle_from < 0.01:
+                timeout = min(timeout, 0.0002)  # it is about to exit: look again soon
+        ready, _, _ = select.select(waiting, [], [], max(0.0, min(timeout, 3600.0)))
+        for fd in ready:
+            if fd == child.pidfd:
+                continue
+            chunk = _read_available(fd)
+            if chunk is None:
+                continue
+            if not chunk:
+                open_fds.discard(fd)
+                continue
+            if fd == child.result:
+                _take_frames(child, chunk, seen)
+            else:
+                streams[fd].feed(chunk)
+        if not seen.exited and _has_exited(child, ready):
+            seen.exited = True
+            drain_until = time.monotonic() + DRAIN_SECONDS
+            if not one_shot:
+                # A session child that died: its last output is already in the pipes.
+                for fd in list(open_fds):
+                    _drain(fd, streams.get(fd), child, seen)
+                _wait(child, seen)
+                break
+    for fd in list(open_fds & streams.keys()):  # a block's output was flushed before its report
+        _drain(fd, streams[fd], child, seen)
+    if one_shot and seen.exited and seen.wait_status is None:
+        kill_group(child.pid)  # anything the run left in its process group
+        _wait(child, seen)
+    if not one_shot and not seen.exited:
+        seen.cpu_ms = max(0, (cpu_ms_of(child.pid) or cpu_before) - cpu_before)
+        seen.max_rss_kb = peak_rss_kb_of(child.pid) or 0
+    elif not one_shot and seen.wait_status is not None:
+        seen.cpu_ms = max(0, seen.cpu_ms - cpu_before)
+    seen.duration_ms = int((time.monotonic() - started) * 1000)
+    return seen
+
+
+def _reported(seen: Observation) -> bool:
+    return seen.outcome is not None or seen.malformed is not None
+
+
+def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
+    if _reported(seen):
+        return  # a request has one report; anything after it is ignored
+    child.reader.feed(chunk)
+    while True:
+        try:
+            frame = child.reader.next()
+        except ProtocolError as exc:
+            seen.malformed = str(exc)
+            return
+        if frame is None:
+            return
+        kind = frame.get("kind")
+        if kind == wire.DENIED:
+            if seen.denial is None:
+                message = frame.get("message")
+                seen.denial = message if isinstance(message, str) else "refused"
+        elif kind == wire.REPORT and isinstance(frame.get("outcome"), dict):
+            seen.outcome = frame["outcome"]
+            return
+        else:
+            seen.malformed = "the child sent a frame that is neither a report nor a refusal"
+            return
+
+
+def _read_available(fd: int) -> bytes | None:
+    """What the pipe holds now; b"" at end of file, None when nothing is there yet."""
+    try:
+        return os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _drain(fd: int, capture: Capture | None, child: ChildPipes, seen: Observation) -> None:
+    while True:
+        chunk = _read_available(fd)
+        if not chunk:
+            return
+        if capture is not None:
+            capture.feed(chunk)
+        elif fd == child.result:
+            _take_frames(child, chunk, seen)
+
+
+def _has_exited(child: ChildPipes, ready: list[int]) -> bool:
+    if child.pidfd is not None:
+        return child.pidfd in ready
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _wait(child: ChildPipes, seen: Observation) -> None:
+    try:
+        _, status, usage = os.wait4(child.pid, 0)
+    except ChildProcessError:
+        seen.exited = True
+        return
+    seen.exited = True
+    seen.wait_status = status
+    seen.cpu_ms = int((usage.ru_utime + usage.ru_stime) * 1000)
+    seen.max_rss_kb = int(usage.ru_maxrss)

@@ -1,0 +1,322 @@
+"""The worker's supervisor: talks to the host, hands requests to children, replies.
+
+It reads framed requests (wire.py) on its stdin, gets each request's child from the
+forkserver (forkserver.py: forked ahead of time where that is safe), watches it
+(observe.py), turns what it saw into a result (judge.py) and writes the reply. Sessions
+keep one child alive between blocks. In a container, after every run, the forkserver
+clears what the run left behind (cleanup.py) before the next child exists.
+
+The supervisor holds requests and outputs in its memory, which is why it never forks a
+child that runs user code: the forkserver does, from memory that never held any.
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import gc
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from typing import Any
+
+from . import wire
+from .child import ChildConfig, Executor, collect_generators
+from .forkserver import CLEAN, FORK_RUN, FORK_SESSION, ForkClient, serve_forks
+from .judge import judge
+from .observe import ChildPipes, kill_group, open_pidfd, watch
+from .protocol import MAX_MESSAGE_BYTES, ProtocolError, read_message, write_message
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+SESSION_LOST = ("; the session's state is lost, and its next block starts a fresh session")
+
+
+class ForkserverGone(Exception):
+    """The forkserver died: this worker cannot start children any more."""
+
+
+class Supervisor:
+    """The request loop's state: the spare child, an open session, children to reap."""
+
+    def __init__(self, forks: ForkClient, config: ChildConfig) -> None:
+        self.forks = forks
+        self.config = config
+        self.spare: ChildPipes | None = None
+        self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
+        self.session: ChildPipes | None = None
+        self.unreaped: set[int] = set()
+
+    # -- children ---------------------------------------------------------------------
+    def _ask(self, command: bytes) -> ChildPipes:
+        """Ask the forkserver for a child; its pid arrives with `_receive`."""
+        self._settle()
+        ends = [os.pipe() for _ in range(4)]
+        (out_r, out_w), (err_r, err_w), (res_r, res_w), (go_r, go_w) = ends
+        pipes = ChildPipes(pid=0, stdout=out_r, stderr=err_r, result=res_r, request=go_w,
+                           pidfd=None)
+        try:
+            self.forks.send(command, [out_w, err_w, res_w, go_r])
+        except OSError as exc:
+            pipes.close()
+            raise ForkserverGone(str(exc)) from None
+        self._pending = pipes
+        return pipes
+
+    def _receive(self) -> ChildPipes | None:
+        pipes, self._pending = self._pending, None
+        if pipes is None:
+            return None
+        try:
+            pid = self.forks.receive()
+        except OSError as exc:
+            pipes.close()
+            raise ForkserverGone(str(exc)) from None
+        if pid <= 0:
+            pipes.close()
+            if -pid in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE):
+                return None  # out of processes or memory right now: retried later
+            raise ForkserverGone(f"the forkserver could not fork: {os.strerror(-pid)}")
+        pipes.pid = pid
+        pipes.pidfd = open_pidfd(pid)
+        return pipes
+
+    def _settle(self) -> None:
+        """Collect the answer to a command still in flight (one at a time)."""
+        if self._pending is not None:
+            self.spare = self._receive()
+
+    def prepare_spare(self) -> None:
+        """Ask for the next run's child now (it forks on the other core while we work)."""
+        if self.spare is None and self._pending is None:
+            self._ask(FORK_RUN)
+
+    def _take_spare(self) -> ChildPipes | None:
+        self._settle()
+        spare, self.spare = self.spare, None
+        if spare is not None and not _alive(spare):
+            _discard(spare)
+            spare = None
+        if spare is None:
+            self._ask(FORK_RUN)
+            spare = self._receive()
+        return spare
+
+    # -- requests ---------------------------------------------------------------------
+    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+        child = self._take_spare()
+        if child is None:
+            return _could_not_start()
+        if not self.config.container:
+            # In a container the next child waits until this run is cleaned up.
+            self.prepare_spare()
+        request = _child_request(message)
+        seen = watch(child, request, one_shot=True, check_oom=self.config.container)
+        child.close()
+        if not seen.exited:
+            self.unreaped.add(child.pid)
+        return judge(seen, request["limits"])
+
+    def session_run(self, message: dict[str, Any]) -> dict[str, Any]:
+        fresh = self.session is None
+        if self.session is None:
+            self._ask(FORK_SESSION)
+            self.session = self._receive()
+            if self.session is None:
+                return {**_could_not_start(), wire.SESSION_STARTED: True}
+        request = _child_request(message)
+        seen = watch(self.session, request, one_shot=False, check_oom=self.config.container)
+        result = judge(seen, request["limits"])
+        if seen.exited or seen.timed_out:
+            self._end_session()
+            if result.get("error"):
+                result["error"]["message"] += SESSION_LOST
+        result[wire.SESSION_STARTED] = fresh
+        return result
+
+    def close_session(self) -> None:
+        if self.session is not None:
+            self._end_session()
+            if self.config.container:
+                self.clean_up()
+
+    def _end_session(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        kill_group(session.pid)
+        session.close()
+        _reap(session.pid)
+
+    def clean_up(self) -> None:
+        """Container mode, after a run: the forkserver clears what it left (as the sandbox
+        user), then the orphans it killed are collected."""
+        self._settle()
+        if self.session is not None:
+            self._end_session()  # the clean-up ends every process of the sandbox user
+        try:
+            self.forks.request(CLEAN)
+        except OSError as exc:
+            raise ForkserverGone(str(exc)) from None
+        self.reap()
+
+    def reap(self) -> None:
+        """Collect children that are gone: runs reported and killed, and (in containers)
+        processes that user code left behind, which we adopt as a subreaper."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.forks.pid:
+                raise ForkserverGone("the forkserver exited")
+            self.unreaped.discard(pid)
+
+    def close(self) -> None:
+        self._settle()
+        self._end_session()
+        if self.spare is not None:
+            _discard(self.spare)
+            self.spare = None
+        self.forks.close()
+        for pid in list(self.unreaped):
+            _reap(pid)
+
+
+def _alive(child: ChildPipes) -> bool:
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
+
+
+def _discard(child: ChildPipes) -> None:
+    child.close()  # end of file on its request pipe: a waiting child exits
+    kill_group(child.pid)
+    _reap(child.pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _could_not_start() -> dict[str, Any]:
+    return {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
+            "error": {"type": "WorkerError", "traceback": "",
+                      "message": "could not start the run: out of processes or memory on "
+                                 "the host"}}
+
+
+def _child_request(message: dict[str, Any]) -> dict[str, Any]:
+    """What a child gets: the work, not the protocol's message id or type."""
+    return {key: message[key] for key in wire.REQUEST_FIELDS if key in message}
+
+
+def _write_reply(fd: int, reply: dict[str, Any]) -> None:
+    """Send a reply; one too large for a frame (huge, heavily escaped output) is sent with
+    its output cut further, flagged as truncated, rather than failing the worker."""
+    try:
+        write_message(fd, reply)
+        return
+    except ProtocolError:
+        pass
+    from .judge import TRUNCATION_MARKER
+
+    room = MAX_MESSAGE_BYTES // 16  # characters per stream; JSON escaping grows them <= 6x
+    for stream in ("stdout", "stderr"):
+        text = reply.get(stream) or ""
+        if len(text) > room:
+            reply[stream] = text[:room] + TRUNCATION_MARKER
+            reply[f"{stream}_truncated"] = True
+    try:
+        write_message(fd, reply)
+    except ProtocolError as exc:  # e.g. an enormous return value
+        write_message(fd, {"type": wire.RESULT, "id": reply.get("id"), "status": "crashed",
+                           "exit_code": None, "stdout": "", "stderr": "",
+                           "error": {"type": "WorkerError", "traceback": "",
+                                     "message": f"the result was too large to send: {exc}"}})
+
+
+def _take_protocol_fds() -> tuple[int, int]:
+    """Move the protocol off fds 0/1 so stray prints cannot corrupt a frame."""
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    return in_fd, out_fd
+
+
+def _prctl(option: int, value: int) -> None:
+    """Not dumpable: processes of the same user cannot open our /proc files (the pipes to
+    the host) or trace us. Subreaper: children the forkserver orphans become ours."""
+    from .child import _prctl as prctl
+
+    prctl(option, value, 0, 0, 0)
+
+
+def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -> None:
+    """Split into forkserver and supervisor, then answer requests until stdin closes."""
+    in_fd, out_fd = _take_protocol_fds()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when we stop
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    base_dir = tempfile.mkdtemp(prefix="runner-worker-")
+    if config.container:
+        os.chmod(base_dir, 0o1777)  # children (the sandbox user) make their workdirs here
+    config = dataclasses.replace(config, base_dir=base_dir)
+    collect_generators()
+    # Everything imported so far is shared with every child; keep the collector from
+    # touching (and so copying) those pages after each fork.
+    gc.collect()
+    gc.freeze()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    forkserver = os.fork()
+    if forkserver == 0:
+        os.close(in_fd)
+        os.close(out_fd)
+        ours.close()
+        serve_forks(executor, config, theirs)
+    theirs.close()
+    supervisor = Supervisor(ForkClient(ours, forkserver), config)
+    try:
+        supervisor.prepare_spare()
+        write_message(out_fd, {"type": wire.READY, "pid": os.getpid(), "forkserver": forkserver,
+                               "executor": executor.name,
+                               "python": sys.version.split()[0], **ready_info})
+        while True:
+            supervisor.reap()
+            message = read_message(in_fd)
+            if message is None:
+                return
+            kind = message.get("type")
+            reply: dict[str, Any]
+            if kind == wire.RUN:
+                reply = {"type": wire.RESULT, **supervisor.run(message)}
+            elif kind == wire.SESSION_RUN:
+                reply = {"type": wire.RESULT, **supervisor.session_run(message)}
+            elif kind == wire.SESSION_CLOSE:
+                supervisor.close_session()
+                reply = {"type": wire.SESSION_CLOSED}
+            elif kind == wire.PING:
+                reply = {"type": wire.PONG}
+            else:
+                reply = {"type": wire.ERROR, "message": f"unknown message type {kind!r}"}
+            _write_reply(out_fd, {**reply, "id": message.get("id")})
+            if config.container and kind == wire.RUN:
+                # After the reply (off the caller's clock), before the next request is
+                # read: nothing of this run survives into the next one.
+                supervisor.clean_up()
+                supervisor.prepare_spare()
+    finally:
+        supervisor.close()
+        shutil.rmtree(base_dir, ignore_errors=True)
