@@ -229,6 +229,7 @@ def test_engine_stopped_and_started_under_an_open_sandbox(sandbox):
         _wait(lambda: not _engine_answers(), 30, "the engine to stop answering")
         started = _ensure_engine()
         log = started.stderr
+        print(log)  # shows whether the script found the old daemon still exiting (-s)
         assert started.returncode == 0, log
         assert "switching the storage driver" not in log, log
         assert engine_info()["Driver"] == driver, log
