@@ -41,9 +41,10 @@ $(E2E_STAMP): $(STAMP) $(E2E_SCRIPT)
 
 e2e-ready: $(E2E_STAMP)
 
-# RUNNER_REQUIRE_E2E: here a missing model server is a failure, not a skip.
+# RUNNER_REQUIRE_E2E, RUNNER_REQUIRE_DOCKER: here a missing model server or Docker
+# engine is a failure, not a skip.
 test: docker-ready e2e-ready
-	RUNNER_REQUIRE_E2E=1 $(BIN)/python -m pytest -q
+	RUNNER_REQUIRE_E2E=1 RUNNER_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
 
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py

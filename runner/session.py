@@ -6,13 +6,20 @@ functions defined in one block are there in the next. Every block gets the same
 per-block limits, and the session as a whole has a time budget. A block that is killed
 (timeout, memory) ends the child; the next block starts a fresh one, and its result
 says so in `meta` of the log and in `Session.restarts`.
+
+Threads: a session is one namespace in one process, so its blocks run one at a time. A
+`Session` may be shared by several threads; their blocks are serialised by a lock (each
+waits for the block in progress), in the order the lock grants, and `close()` waits for
+the block in progress to finish. For blocks that should run in parallel, use one session
+per thread (or plain `Sandbox.run`, which is parallel up to the pool size).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .errors import SandboxClosedError
 from .ids import new_id
@@ -24,7 +31,9 @@ if TYPE_CHECKING:
 
 
 class Session:
-    """Use as a context manager: `with sandbox.session() as s: s.run(block)`."""
+    """Use as a context manager: `with sandbox.session() as s: s.run(block)`.
+
+    Safe to share between threads: blocks run one at a time (see the module docstring)."""
 
     def __init__(self, sandbox: Sandbox, backend_session: BackendSession, *, limits: Limits,
                  packages: Iterable[str], budget_s: float | None) -> None:
@@ -38,10 +47,18 @@ class Session:
         self.blocks = 0
         self.restarts = 0
         self._closed = False
+        # One block at a time: the worker's session child, the budget and the block count
+        # are shared state that concurrent blocks would corrupt.
+        self._lock = threading.Lock()
 
     def run(self, code: str, *, limits: Limits | None = None,
             meta: dict[str, Any] | None = None) -> ExecutionResult:
-        """Run one block in the session's namespace."""
+        """Run one block in the session's namespace; other threads' blocks wait for it."""
+        with self._lock:
+            return self._run(code, limits, meta)
+
+    def _run(self, code: str, limits: Limits | None,
+             meta: dict[str, Any] | None) -> ExecutionResult:
         if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
         limits = limits or self.limits
@@ -69,11 +86,13 @@ class Session:
         return result
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._backend_session.close()
+        """End the session (after the block in progress, if any). Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._backend_session.close()
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -5,15 +5,24 @@
 #
 # If `docker info` works: exit 0 at once. Otherwise, as root: install Debian's docker.io
 # (apt-get update only when needed), check what the engine needs here (cgroups,
-# iptables, a storage driver that works), start dockerd in the background (no systemd
-# needed), wait for it, and prove it by running a tiny container with the sandbox's
-# hardening flags. Not root: print what to do and exit non-zero.
+# iptables), wait for a dockerd that is still exiting (an engine stopped a moment ago),
+# start dockerd in the background (no systemd needed), wait for it, and prove it by
+# running a tiny container with the sandbox's hardening flags. Not root: print what to
+# do and exit non-zero.
+#
+# The storage driver is changed only when the evidence says the current one is what
+# keeps containers from running (dockerd's fatal error or the probe's error names it),
+# never because a daemon did not answer: a new driver cannot see the images stored with
+# the old one. When it does change, the script says so and rebuilds the sandbox images
+# (with $RUNNER_CLI, else the checkout's .venv/bin/runner, else `runner` on PATH).
 #
 # Environment:
 #   RUNNER_DOCKERD_LOG             dockerd's log file (default /var/log/runner-dockerd.log)
 #   RUNNER_DOCKER_WAIT             seconds to wait for the engine (default 60)
 #   RUNNER_DOCKER_STORAGE_DRIVER   force a storage driver (overlay2, fuse-overlayfs, vfs);
 #                                  default: the engine's choice, with a fallback if it fails
+#   RUNNER_CLI                     the runner command that rebuilds images after a driver
+#                                  change (e.g. "/path/to/python -m runner")
 #
 # Exit status: 0 engine up; 1 could not start it; 2 needs root (instructions printed);
 # 3 engine runs but this user may not use it.
@@ -154,20 +163,67 @@ fi
 log "checks done in $(since "$t0")"
 
 # ---------------------------------------------------------------- start / wait
-dockerd_pid() {
-    local pid
-    [[ -s $PIDFILE ]] || return 1
-    pid=$(cat "$PIDFILE")
-    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] \
-        && printf '%s\n' "$pid"
+# The dockerd processes of this engine: every dockerd except those started with a pid
+# file of their own (a second engine with another data root may run beside this one).
+engine_daemons() {
+    local dir cmd
+    for dir in /proc/[0-9]*; do
+        [[ $(cat "$dir/comm" 2>/dev/null) == dockerd ]] || continue
+        cmd=$(tr '\0' ' ' <"$dir/cmdline" 2>/dev/null) || continue
+        if [[ " $cmd" =~ \ (--pidfile|-p)[=\ ]([^ ]+) && ${BASH_REMATCH[2]} != "$PIDFILE" ]]; then
+            continue
+        fi
+        printf '%s\n' "${dir#/proc/}"
+    done
+}
+
+# The containerd that dockerd starts for itself (it outlives dockerd by a moment).
+managed_containerd() {
+    local dir
+    for dir in /proc/[0-9]*; do
+        [[ $(cat "$dir/comm" 2>/dev/null) == containerd ]] || continue
+        tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -q '/var/run/docker/containerd/' \
+            && printf '%s\n' "${dir#/proc/}"
+    done
+    return 0
+}
+
+# A dockerd that does not answer is starting or exiting (`kill`, `systemctl stop` and
+# `service docker restart` all return before the old daemon is gone: it first closes its
+# socket, then stops its containers and containerd, which takes seconds). Starting a
+# second one meanwhile fails, and that failure says nothing about the storage driver.
+# So: wait until it answers or is gone. Returns 1 if it does neither in time.
+settle_daemons() {
+    local pids t0 deadline
+    pids=$(engine_daemons)
+    [[ -n $pids ]] || return 0
+    t0=$(now_us)
+    deadline=$(( $(date +%s) + WAIT_S ))
+    log "dockerd (pid $(echo $pids)) runs but does not answer: waiting until it answers or exits"
+    while :; do
+        if docker_ok; then
+            log "the running dockerd answered after $(since "$t0")"
+            return 0
+        fi
+        pids=$(engine_daemons)
+        if [[ -z $pids && -z $(managed_containerd) ]]; then
+            log "the old dockerd is gone after $(since "$t0")"
+            return 0
+        fi
+        if (( $(date +%s) >= deadline )); then
+            log "dockerd (pid $(echo $pids)) neither answered nor exited within ${WAIT_S}s"
+            return 1
+        fi
+        sleep 0.2
+    done
 }
 
 STARTED_PID=""
 LOG_OFFSET=0
 start_dockerd() {
     STARTED_PID=""
-    if dockerd_pid >/dev/null; then
-        log "dockerd already running (pid $(dockerd_pid)); waiting for it"
+    settle_daemons || die "a dockerd that neither answers nor exits is in the way; stop it (kill $(echo $(engine_daemons))) and run this again (log: $DOCKERD_LOG)"
+    if docker_ok; then
         return 0
     fi
     if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; then
@@ -175,7 +231,7 @@ start_dockerd() {
         systemctl start docker >&2 || die "systemctl start docker failed; see: journalctl -u docker"
         return 0
     fi
-    rm -f "$PIDFILE"  # stale: dockerd refuses to start while it exists
+    rm -f "$PIDFILE"  # stale (no dockerd of this engine runs): dockerd refuses to start while it exists
     mkdir -p "$(dirname "$DOCKERD_LOG")"
     LOG_OFFSET=$(stat -c %s "$DOCKERD_LOG" 2>/dev/null || echo 0)
     log "starting dockerd in the background (log: $DOCKERD_LOG)"
@@ -185,11 +241,13 @@ start_dockerd() {
     STARTED_PID=$!
 }
 
+recent_log() { tail -c "+$(( LOG_OFFSET + 1 ))" "$DOCKERD_LOG" 2>/dev/null || true; }
+
 # Last words of dockerd: its errors, else the end of the log (the grpc chatter is noise).
 show_dockerd_log() {
     local errs
     local recent
-    recent=$(tail -c "+$(( LOG_OFFSET + 1 ))" "$DOCKERD_LOG" 2>/dev/null || true)
+    recent=$(recent_log)
     errs=$(grep -E 'level=(error|fatal)|^failed to start|^Error' <<<"$recent" | tail -n 8 || true)
     log "last errors in $DOCKERD_LOG:"
     if [[ -n $errs ]]; then printf '%s\n' "$errs"; else tail -n 10 <<<"$recent"; fi | sed 's/^/    /' >&2
@@ -217,12 +275,27 @@ wait_for_engine() {
 }
 
 stop_dockerd() {
-    local pid _
-    pid=$(dockerd_pid) || return 0
-    log "stopping dockerd (pid $pid)"
-    kill "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
-    die "dockerd (pid $pid) did not stop"
+    local pids _
+    pids=$(engine_daemons)
+    [[ -n $pids ]] || return 0
+    log "stopping dockerd (pid $(echo $pids))"
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 1 120); do
+        [[ -z $(engine_daemons) && -z $(managed_containerd) ]] && return 0
+        sleep 0.5
+    done
+    die "dockerd (pid $(echo $pids)) did not stop"
+}
+
+# Evidence that the storage driver, and nothing else, keeps containers from running:
+# set by try_engine from dockerd's fatal errors or the probe container's error.
+STORAGE_EVIDENCE=""
+STORAGE_SIGNS='graphdriver|storage.driver|driver not supported|overlay|d_type|backing file ?system|failed to register layer'
+
+storage_evidence_in() {
+    # "contains several valid graphdrivers" asks a person to choose: not a broken driver.
+    grep -iE "$STORAGE_SIGNS" <<<"$1" | grep -viE 'several valid graphdrivers' | head -n 1 || true
 }
 
 # A container started with the sandbox's flags proves the storage driver, runc, the
@@ -241,30 +314,77 @@ probe_engine() {
         chmod 0755 "$dir" "$dir"/{bin,sbin,etc,dev,proc,sys}
         chmod 1777 "$dir/tmp"
         cp "$tini" "$dir/bin/tini"
-        tar --numeric-owner -C "$dir" -c . | docker import --change 'LABEL org.runner.probe=1' - "$PROBE_IMAGE" >/dev/null
+        if ! probe_err=$(tar --numeric-owner -C "$dir" -c . \
+                | docker import --change 'LABEL org.runner.probe=1' - "$PROBE_IMAGE" 2>&1 >/dev/null); then
+            rm -rf "$dir"
+            log "importing the probe image failed: $probe_err"
+            STORAGE_EVIDENCE=$(storage_evidence_in "$probe_err")
+            return 1
+        fi
         rm -rf "$dir"
     fi
-    if probe_err=$(docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \
+    if probe_err=$(docker run --rm --pull never --network none --cap-drop ALL --security-opt no-new-privileges \
             --read-only --tmpfs /tmp:size=16m --user 10001 --pids-limit 32 \
             --memory 64m --memory-swap 64m --init "$PROBE_IMAGE" /bin/tini --version 2>&1); then
         log "probe container ran with the sandbox flags (storage driver $(docker info --format '{{.Driver}}'))"
-        if ! docker run --rm "$PROBE_IMAGE" /bin/tini --version >/dev/null 2>&1; then
+        if ! docker run --rm --pull never "$PROBE_IMAGE" /bin/tini --version >/dev/null 2>&1; then
             log "warning: a container on the default bridge network failed; --network none works"
         fi
         return 0
     fi
     log "probe container failed: $probe_err"
+    STORAGE_EVIDENCE=$(storage_evidence_in "$probe_err")
     return 1
 }
 
-try_engine() { start_dockerd && wait_for_engine && probe_engine; }
+try_engine() {
+    STORAGE_EVIDENCE=""
+    start_dockerd
+    if ! wait_for_engine; then
+        # Only the fatal errors of the daemon this script started count as evidence.
+        if [[ -n $STARTED_PID ]]; then
+            STORAGE_EVIDENCE=$(storage_evidence_in "$(grep -E 'level=(error|fatal)|^failed to start' <<<"$(recent_log)")")
+        fi
+        return 1
+    fi
+    probe_engine
+}
+
+# The images a driver holds (they are invisible under any other driver).
+images_under() {
+    docker images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep -v '^<none>' | grep -v "^${PROBE_IMAGE}\$" || true
+}
+
+# Rebuild the sandbox images after a driver change, with the runner of this checkout.
+rebuild_images() {
+    local cmd=()
+    if [[ -n ${RUNNER_CLI:-} ]]; then
+        read -r -a cmd <<<"$RUNNER_CLI"
+    elif [[ -x $HERE/../.venv/bin/runner ]]; then
+        cmd=("$HERE/../.venv/bin/runner")
+    elif command -v runner >/dev/null 2>&1; then
+        cmd=(runner)
+    else
+        log "no runner command found to rebuild the images: run \`runner images build\`"
+        return 0
+    fi
+    log "rebuilding the sandbox images under the new storage driver: ${cmd[*]} images build"
+    "${cmd[@]}" images build >&2 \
+        || die "rebuilding the images failed (see above); run \`runner images build\` once that is fixed"
+}
 
 if ! try_engine; then
     # Storage is what usually breaks inside VMs and containers (overlay on overlay,
-    # no d_type, ...): fall back to slower drivers that work anywhere, and retry.
+    # no d_type, ...), and slower drivers work anywhere. But a new driver does not see
+    # the images stored under the old one: switch only on evidence that the storage
+    # driver is what fails, never because a daemon did not answer.
     [[ -z $FORCED_DRIVER ]] || die "the engine does not work with storage driver $FORCED_DRIVER \
 (RUNNER_DOCKER_STORAGE_DRIVER); unset it to let this script choose (log: $DOCKERD_LOG)"
-    failed=$(configured_driver); failed=${failed:-overlay2}
+    [[ -n $STORAGE_EVIDENCE ]] || die "the engine does not work, and nothing points at its storage driver, \
+so the driver (and the images stored with it) stays as it is. The errors above say what fails (log: $DOCKERD_LOG)"
+    failed=$(configured_driver); failed=${failed:-$(docker info --format '{{.Driver}}' 2>/dev/null || true)}
+    failed=${failed:-overlay2}
+    orphaned=$(images_under)
     ok=0
     for driver in fuse-overlayfs vfs; do
         [[ $driver == "$failed" ]] && continue
@@ -272,13 +392,19 @@ if ! try_engine; then
             [[ -e /dev/fuse ]] || { log "no /dev/fuse: skipping fuse-overlayfs"; continue; }
             command -v fuse-overlayfs >/dev/null 2>&1 || apt_install fuse-overlayfs
         fi
-        log "storage driver $failed does not work here; retrying with $driver"
+        log "storage driver $failed cannot run containers here: $STORAGE_EVIDENCE"
+        log "switching the storage driver to $driver. Images stored under $failed are not visible"
+        log "  under $driver${orphaned:+ ($(echo $orphaned))}: the sandbox images will be rebuilt."
+        log "  To return to $failed later, remove \"storage-driver\" from $DAEMON_JSON and restart the engine."
         stop_dockerd
         daemon_json_set storage-driver "\"$driver\""
         if try_engine; then ok=1; break; fi
+        [[ -n $STORAGE_EVIDENCE ]] || die "the engine does not work with storage driver $driver either, \
+for a reason other than storage (see above; log: $DOCKERD_LOG)"
         failed=$driver
     done
     (( ok )) || die "containers do not run on this engine with any storage driver (log: $DOCKERD_LOG)"
+    rebuild_images
 fi
 docker image rm "$PROBE_IMAGE" >/dev/null 2>&1 || true
 

@@ -33,6 +33,8 @@ from conftest import backend_options
 from runner import ExecutionResult, Limits, Sandbox, Status
 from runner.docker.engine import containers
 
+pytestmark = pytest.mark.docker
+
 RUN_LABEL = "org.runner.test.attacks"
 RUN_ID = f"{os.getpid()}-{int(time.time())}"
 LABELS = {**backend_options("docker")["labels"], RUN_LABEL: RUN_ID}  # type: ignore[dict-item]

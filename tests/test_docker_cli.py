@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.docker
+
 RUNNER = [sys.executable, "-m", "runner"]
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from runner import Limits, Status
@@ -132,3 +135,61 @@ def test_a_worker_lost_mid_block_counts_its_time_and_one_restart():
         assert session.restarts == 1
         assert worker_backend.OUTER_GRACE_S > 0
         session.close()
+
+
+# --- threads ---------------------------------------------------------------------------
+
+
+def test_blocks_from_several_threads_are_serialised(sandbox):
+    """Each block reads and writes the shared namespace; interleaved blocks would lose
+    increments or fail (the worker serves one request at a time)."""
+    threads, per_thread = 4, 8
+    with sandbox.session() as session:
+        assert session.run("n = 0\nseen = []").ok
+        failures: list[str] = []
+
+        def work(t: int) -> None:
+            for i in range(per_thread):
+                try:
+                    r = session.run(f"n += 1\nseen.append(({t}, {i}))\nprint(n)")
+                except Exception as exc:  # noqa: BLE001 - any exception is the failure here
+                    failures.append(repr(exc))
+                    continue
+                if not r.ok:
+                    failures.append(f"{r.status}: {r.error}")
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert failures == []
+        final = session.run("print(n, len(set(seen)))")
+        assert final.stdout == f"{threads * per_thread} {threads * per_thread}\n"
+        assert session.blocks == threads * per_thread + 2
+        assert session.restarts == 0
+
+
+def test_close_from_another_thread_waits_for_the_block_in_progress(sandbox):
+    session = sandbox.session()
+    assert session.run("x = 1").ok
+    started = threading.Event()
+    box: dict[str, object] = {}
+
+    def long_block() -> None:
+        started.set()
+        box["result"] = session.run("total = 0\nfor i in range(3_000_000):\n    total += i\n"
+                                    "print(total)", limits=Limits(timeout_s=30))
+
+    runner_thread = threading.Thread(target=long_block)
+    runner_thread.start()
+    started.wait()
+    deadline = time.monotonic() + 10
+    while not session._lock.locked() and time.monotonic() < deadline:  # the block has begun
+        time.sleep(0.001)
+    session.close()  # must not pull the worker from under the running block
+    runner_thread.join()
+    result = box["result"]
+    assert result.status == Status.OK and result.stdout == f"{sum(range(3_000_000))}\n", result
+    with pytest.raises(SandboxClosedError):
+        session.run("print(x)")

@@ -10,6 +10,11 @@ all capabilities dropped, no-new-privileges, read-only root with size-limited tm
 a non-root user, pids/memory(+swap)/CPU limits, open-files and file-size ulimits, an
 init process, no host mounts except read-only package environments, and an empty
 environment. gVisor (`runsc`) is used when RUNNER_DOCKER_RUNTIME=runsc.
+
+The engine is outside the runner's control: it can be stopped or restarted under an open
+Sandbox. Runs meanwhile come back `crashed` with a message naming the engine (never "the
+image is not built" or "reinstall the runner"), and the same Sandbox works again once the
+engine answers, because dead containers are simply replaced.
 """
 
 from __future__ import annotations
@@ -24,14 +29,24 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from ..docker import images
-from ..docker.engine import LABEL, OWNER_LABEL, containers, docker, remove_containers
+from ..docker.engine import (
+    LABEL,
+    OWNER_LABEL,
+    EngineUnavailableError,
+    containers,
+    docker,
+    engine_problem,
+    image_id,
+    no_such_image,
+    remove_containers,
+)
 from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
-from ..errors import BackendUnavailableError, SandboxClosedError
+from ..errors import BackendUnavailableError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
 from ..packages import PackageRequestError, parse_requirements
-from ..types import ExecutionRequest, Limits, Status
-from .worker_backend import Placement, Refusal, WorkerBackend
-from .worker_process import WorkerPool, WorkerProcess
+from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
+from .worker_backend import BackendSession, Placement, Refusal, WorkerBackend
+from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 SANDBOX_USER = "10001:10001"
 # Memory for the warm worker itself (interpreter, sympy, numpy) on top of the run's own
@@ -66,7 +81,8 @@ def container_args(*, name: str, image: str, profile: Profile, env: Environment,
     """`docker run` arguments for one warm sandbox container."""
     memory = f"{profile.memory_mb + WORKER_OVERHEAD_MB}m"
     args = [
-        "run", "-i", "--rm", "--name", name,
+        # Never a pull: there is no registry here, and a missing image must say so.
+        "run", "-i", "--rm", "--pull", "never", "--name", name,
         "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner_id()}",
         "--network", "none",
         "--cap-drop", "ALL",
@@ -95,13 +111,32 @@ def container_args(*, name: str, image: str, profile: Profile, env: Environment,
 
 
 class DockerWorker(WorkerProcess):
-    """A worker whose process is `docker run -i`: killing it must remove the container."""
+    """A worker whose process is `docker run -i`: killing it must remove the container.
 
-    def __init__(self, args: list[str], name: str, start_timeout: float) -> None:
+    Its failures are told apart by asking the engine: an engine that does not answer is
+    the cause whatever the worker's own symptom (EOF, exit status 125 or 143)."""
+
+    def __init__(self, args: list[str], name: str, start_timeout: float, *,
+                 image: str = "") -> None:
         self.name = name
         from ..docker.engine import docker_cli
 
-        super().__init__([docker_cli(), *args], env=_client_env(), start_timeout=start_timeout)
+        try:
+            super().__init__([docker_cli(), *args], env=_client_env(),
+                             start_timeout=start_timeout)
+        except WorkerStartError as exc:
+            raise _start_failure(exc, image) from None
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            return super().request(message, timeout)
+        except WorkerLost as exc:
+            problem = engine_problem()
+            if problem is None:
+                raise
+            raise WorkerLost(f"the Docker engine went away during the run ({exc}): "
+                             f"{problem.message}; runs fail until it answers again "
+                             "(`runner doctor --fix`), then this Sandbox works again") from None
 
     def kill(self) -> None:
         remove_containers([self.name])
@@ -110,6 +145,36 @@ class DockerWorker(WorkerProcess):
     def close(self, timeout: float = 5.0) -> None:
         super().close(timeout)
         remove_containers([self.name])
+
+
+def _start_failure(exc: WorkerStartError, image: str) -> BackendUnavailableError:
+    """The error that says why a container did not start: the engine, the image, or else."""
+    problem = engine_problem()
+    if problem is not None:
+        return problem
+    if no_such_image(exc.message) or (image and image_id(image) is None):
+        return BackendUnavailableError(
+            f"the sandbox image {image or '(unknown)'} is not in the Docker engine",
+            fix="run `runner images build` (or `runner doctor --fix`)")
+    return WorkerStartError(exc.message, fix="run `runner doctor` to check the engine and the "
+                                             "image")
+
+
+def engine_down_result(exc: EngineUnavailableError, base: dict[str, Any]) -> ExecutionResult:
+    """A run that could not start because the engine does not answer: data, not an exception,
+    since the Sandbox itself is fine and works again once the engine is back."""
+    return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
+        type="EngineUnavailable", message=f"{exc.message}; the run did not start. Fix: {exc.fix}"))
+
+
+class DockerSession(BackendSession):
+    """A session whose blocks become `crashed` results while the engine is down."""
+
+    def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
+        try:
+            return super().run(request, run_id=run_id)
+        except EngineUnavailableError as exc:
+            return engine_down_result(exc, self.backend.base_fields(request, run_id)), False
 
 
 def _client_env() -> dict[str, str]:
@@ -200,7 +265,7 @@ class DockerBackend(WorkerBackend):
                     name = f"runner-{new_id().lower()}"
                     args = container_args(name=name, image=self.image, profile=profile, env=env,
                                           runtime=self.runtime, extra_labels=self.labels)
-                    return DockerWorker(args, name, self.start_timeout)
+                    return DockerWorker(args, name, self.start_timeout, image=self.image)
 
                 pool = self._pools[key] = WorkerPool(start, self.pool_size)
             return pool
@@ -228,6 +293,15 @@ class DockerBackend(WorkerBackend):
             self._environments[key] = env
         return Placement(self._pool(env, Profile.of(request.limits)), env.versions)
 
+    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+        try:
+            return super().run(request, run_id=run_id)
+        except EngineUnavailableError as exc:
+            return engine_down_result(exc, self.base_fields(request, run_id))
+
+    def open_session(self, request: ExecutionRequest) -> BackendSession:
+        return DockerSession(self, request)
+
     def result_fields(self) -> dict[str, Any]:
         return {"image": self.image_id}
 
@@ -243,5 +317,11 @@ def check_available() -> None:
     images.require()
 
 
-__all__ = ["DockerBackend", "check_available", "container_args", "sweep_orphans",
-           "BackendUnavailableError", "docker"]
+__all__ = [
+    "BackendUnavailableError",
+    "DockerBackend",
+    "check_available",
+    "container_args",
+    "docker",
+    "sweep_orphans",
+]

@@ -8,6 +8,7 @@ leased for a whole conversation, whose child keeps its namespace between blocks)
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -128,16 +129,23 @@ class WorkerBackend:
 
 
 class BackendSession:
-    """One worker leased for a session; its session child keeps state between blocks."""
+    """One worker leased for a session; its session child keeps state between blocks.
+
+    Blocks are serialised by a lock: the leased worker serves one request at a time."""
 
     def __init__(self, backend: WorkerBackend, template: ExecutionRequest) -> None:
         self.backend = backend
         self.template = template
         self._placement: Placement | None = None
         self._worker: WorkerProcess | None = None
+        self._lock = threading.Lock()
 
     def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
         """The result, and whether the block ran in a fresh session (earlier state gone)."""
+        with self._lock:
+            return self._run(request, run_id)
+
+    def _run(self, request: ExecutionRequest, run_id: str) -> tuple[ExecutionResult, bool]:
         base = self.backend.base_fields(request, run_id)
         try:
             if self._placement is None:
@@ -163,12 +171,13 @@ class BackendSession:
         return result_from_reply(reply, base), reply.get(wire.SESSION_STARTED) is True
 
     def close(self) -> None:
-        if self._worker is None or self._placement is None:
-            return
-        worker, self._worker = self._worker, None
-        try:
-            worker.request({"type": wire.SESSION_CLOSE}, OUTER_GRACE_S)
-        except WorkerLost:
-            self._placement.pool.give_back(worker, healthy=False)
-            return
-        self._placement.pool.give_back(worker, healthy=True)
+        with self._lock:
+            if self._worker is None or self._placement is None:
+                return
+            worker, self._worker = self._worker, None
+            try:
+                worker.request({"type": wire.SESSION_CLOSE}, OUTER_GRACE_S)
+            except WorkerLost:
+                self._placement.pool.give_back(worker, healthy=False)
+                return
+            self._placement.pool.give_back(worker, healthy=True)

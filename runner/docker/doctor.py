@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,7 +70,7 @@ class Report:
             return True
         except RunnerError as exc:
             self.checks.append(Check(name, False, exc.message, exc.fix or ""))
-        except Exception as exc:  # a check must report, never crash the doctor
+        except Exception as exc:  # noqa: BLE001 - a check must report, never crash the doctor
             self.checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
         return False
 
@@ -118,8 +119,13 @@ def ensure_engine_script() -> str:
 
 
 def fix_engine() -> None:
-    """Install/start the engine (root) via the project's script; progress on stderr."""
-    proc = subprocess.run(["bash", ensure_engine_script()], stdin=subprocess.DEVNULL)
+    """Install/start the engine (root) via the project's script; progress on stderr.
+
+    The script waits for an engine that is still shutting down, and if it ever has to
+    change the storage driver it rebuilds the images with this very runner."""
+    env = dict(os.environ, RUNNER_CLI=f"{sys.executable} -m runner")
+    proc = subprocess.run(["bash", ensure_engine_script()], stdin=subprocess.DEVNULL, env=env,
+                          check=False)
     if proc.returncode != 0:
         raise RunnerError("could not make a Docker engine available (see the lines above)",
                           fix="start Docker yourself, then run `runner doctor` again")

@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from ..packages import PackageRequest
 from ..paths import runner_home
-from .engine import DockerCommandError, docker
+from .engine import DockerCommandError, EngineUnavailableError, docker
 
 IMAGE_PYTHON = "3.11"  # the sandbox image is Debian bookworm's python3
 MOUNT_POINT = "/opt/env"
@@ -72,7 +72,7 @@ def _pip_reason(stderr: str) -> str:
 
 def _run_pip(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise InstallFailed(f"pip did not finish within {timeout:g} s (a slow or unreachable "
@@ -176,12 +176,14 @@ def _install(image: str, wheels: Path, pip: Path, target: Path,
     script = (f"python3 /pip/{pip.name}/pip install --disable-pip-version-check --no-index "
               "--find-links /wheels --only-binary=:all: --no-warn-script-location "
               "--target /env -r /dev/stdin && python3 -m compileall -q /env >/dev/null")
-    args = ["run", "--rm", "-i", "--network", "none", "--cap-drop", "ALL",
+    args = ["run", "--rm", "-i", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--user", f"{os.getuid()}:{os.getgid()}",
             "-e", "HOME=/tmp", "-v", f"{wheels}:/wheels:ro", "-v", f"{pip.parent}:/pip:ro",
             "-v", f"{target}:/env", "--entrypoint", "sh", image, "-c", script]
     requirements = "\n".join(str(request) for request in requests).encode()
     try:
         docker(args, timeout=timeout, input=requirements)
+    except EngineUnavailableError:
+        raise  # not the packages' fault: the caller reports the engine
     except DockerCommandError as exc:
         raise InstallFailed(_pip_reason(exc.stderr)) from None

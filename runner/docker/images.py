@@ -91,7 +91,8 @@ def build(tag: str | None = None, *, base_from_pull: str | None = None,
     command = ["bash", str(directory / "build-sandbox.sh"), "--tag", tag]
     if force:
         command.append("--no-cache")
-    proc = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(command, check=False, env=env, stdout=subprocess.DEVNULL,
+                          stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise BackendUnavailableError(
             f"building the sandbox image {tag} failed (exit status {proc.returncode}); "
