@@ -62,8 +62,8 @@ import struct
 import threading
 import time
 
-from runner.worker import zygote as zygote_module
-from runner.worker.restricted import RestrictedExecutor
+from runner import Limits, Sandbox, Status
+from runner.backends.restricted import TEST_LAYERS_VARIABLE
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -288,30 +288,19 @@ def test_confinement_on_older_kernels_still_blocks_signals_and_tcp(abi):
         assert outcome["connect"].startswith("refused"), outcome
 
 
-class _RealBuiltins(RestrictedExecutor):
-    """The restricted executor after an escape: confined like the real one (same call, same
-    place), then the request's code runs with the real builtins."""
-
-    def execute(self, request, namespace=None):
-        if not self._confined:
-            self.kernel_confined = confine(audit.readable_roots())
-            self._confined = True
-        scope = {"__name__": "__main__", "CONFINED": self.kernel_confined}
-        exec(request["code"], scope)  # noqa: S102 - the point of the test
-        return {"kind": "ok", "return_value": scope.get("RESULT")}
-
-
-_LIMITS = {"timeout_s": 10, "cpu_s": 10, "memory_mb": 256, "max_open_files": 64,
-           "max_file_size_mb": 1, "max_processes": 8, "max_output_bytes": 65536}
+_LIMITS = Limits(timeout_s=10, memory_mb=256, max_open_files=64, max_file_size_mb=1,
+                 max_processes=8, max_output_bytes=65536)
 
 
 def _zygote_run(tmp_path, code: str) -> dict:
-    executor = _RealBuiltins(allowed_modules=["math"])
-    spare = zygote_module.Spare(executor, str(tmp_path))
-    result, reaped = zygote_module.run_one(spare, {"code": code, "limits": dict(_LIMITS)})
-    if not reaped:
-        os.waitpid(spare.pid, 0)
-    return result
+    """Run `code` through the real worker with the real builtins and only the kernel
+    layer (the restricted tier after an escape from the policy and the audit hook)."""
+    os.environ[TEST_LAYERS_VARIABLE] = "1"
+    with Sandbox(backend="restricted", layers="kernel", log_store=False) as sb:
+        r = sb.run("CONFINED = True\n" + code + "\nimport json\nprint(json.dumps(RESULT))",
+                   limits=_LIMITS)
+    value = json.loads(r.stdout.splitlines()[-1]) if r.status == Status.OK else None
+    return {"status": r.status, "error": r.error, "return_value": value}
 
 
 def _alive(pid: int) -> bool:
@@ -389,4 +378,4 @@ for pid in children:
     result = _zygote_run(tmp_path, code)
     value = result.get("return_value") or {}
     assert value.get("confined") is True, result
-    assert value["forked"] < _LIMITS["max_processes"], result
+    assert value["forked"] < _LIMITS.max_processes, result

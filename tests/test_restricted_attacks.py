@@ -1213,3 +1213,132 @@ DENIAL_LAUNDERING = [
 def test_swallowed_denial_cannot_be_unrecorded(restricted, code):
     r = attack(restricted, code)
     assert_denied(r, ("os",))
+
+
+# ---------------------------------------------------------------------------------------
+# Sixth review: library paths to compile/exec, annotations that are values, class
+# factories, imports made on the user's behalf, library internals inherited by user
+# subclasses, refusals during the report, and what the report may contain. Each is
+# closed at its mechanism; these check the payloads and their variants.
+# ---------------------------------------------------------------------------------------
+
+SIXTH_REVIEW = [
+    ("timed setup string",
+     "import sympy\nsympy.utilities.timeutils.timed(lambda: 1, setup='import os')"),
+    ("timed imported", "from sympy.utilities.timeutils import timed"),
+    ("timed from the star import",
+     "from sympy import *\ntimed(lambda: 1, setup='import os')"),
+    ("sympy test suite", "import sympy.core.tests.test_basic"),
+    ("sympy testing", "import sympy.testing.runtests"),
+    ("benchmarks", "import sympy.polys.benchmarks"),
+    ("annotation held in a variable",
+     "import functools\nS = 'int'\n@functools.singledispatch\ndef f(x):\n    return 0\n"
+     "def g(x: S):\n    return 1\nf.register(g)"),
+    ("return annotation in a variable", "S = 'int'\ndef g(x) -> S:\n    return 1"),
+    ("class annotation in a variable", "S = 'os.system'\nclass C:\n    x: S"),
+    ("generic annotation with a string", "S = list['os']\ndef g(x: S):\n    return 1"),
+    ("postponed annotations", "from __future__ import annotations\ndef g(x: int):\n    return 1"),
+    ("class factory with dunders",
+     "import sympy\nF = sympy.Function('F', **{'__annotations__': {'x': 'int'}, '__globals__': {}})"),
+    ("class factory with a dunder keyword", "import sympy\nF = sympy.Function('F', __module__='__main__')"),
+    ("dunder keywords to any call", "d = dict(**{'__class__': 1})"),
+    ("library helper inherited by a user subclass",
+     "from sympy.printing.str import StrPrinter\nclass P(StrPrinter):\n    pass\n"
+     "p = P()\nprint(p._print_Symbol)"),
+    ("library private data through a user subclass of a library class",
+     "import sympy\nclass S(sympy.Symbol):\n    pass\ns = S('x')\nprint(s._assumptions)"),
+    ("sample imports a module by name",
+     "import sympy\nfrom sympy.stats import Normal, sample\nX = Normal('X', 0, 1)\n"
+     "sample(X, library='this')"),
+]
+
+
+@pytest.mark.parametrize("code", [c[1] for c in SIXTH_REVIEW], ids=[c[0] for c in SIXTH_REVIEW])
+def test_sixth_review_escapes_are_refused(restricted, code):
+    r = attack(restricted, code)
+    if "library='this'" in code:
+        # The import sympy makes on the user's behalf finds nothing: sympy says so.
+        assert r.status == Status.ERROR and "this" in r.error.message, _describe(r)
+    else:
+        assert r.status == Status.DENIED, _describe(r)
+    # `this` prints the Zen of Python when it is imported: it never was.
+    assert "Beautiful is better" not in r.stdout + r.stderr, _describe(r)
+
+
+def test_user_private_names_still_work(restricted):
+    code = ("class Acc:\n    def __init__(self):\n        self._total = 0\n"
+            "    def _add(self, n):\n        self._total += n\n        return self\n"
+            "a = Acc()\na._add(2)._add(3)\nprint(a._total, hasattr(a, '_missing'))\n"
+            "import sympy\nclass S(sympy.Symbol):\n    def _mine(self):\n        return 'own'\n"
+            "print(S('y')._mine())\n"
+            "import collections\nP = collections.namedtuple('P', 'x y')\nprint(P(1, 2)._asdict())\n"
+            "def typed(x: int, y: list[int] = None) -> float:\n    return 1.0\nprint(typed(1))")
+    r = restricted.run(code)
+    assert r.status == Status.OK, _describe(r)
+    assert r.stdout == "5 False\nown\n{'x': 1, 'y': 2}\n1.0\n", _describe(r)
+
+
+def test_a_refusal_while_the_result_is_encoded_is_recorded(restricted):
+    """A returned object's __repr__ runs after the function returned, while the child
+    encodes the result: a refusal there still makes the run `denied`."""
+    from runner.types import ExecutionRequest, FunctionCall
+
+    code = ("class Sneaky:\n    def __repr__(self):\n        import os\n        return 'x'\n"
+            "def f():\n    return Sneaky()\n")
+    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
+    assert r.status == Status.DENIED and "os" in r.error.message, _describe(r)
+    assert restricted.run("print(2)").stdout == "2\n"
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    ("class Liar(int):\n    def bit_length(self):\n        return 1\n"
+     "    def __index__(self):\n        raise RuntimeError\ndef f():\n    return Liar(7)", 7),
+    ("import decimal\ndef f():\n    return decimal.Decimal('NaN')", "nan"),
+    ("import decimal\ndef f():\n    return decimal.Decimal('-Infinity')", "-inf"),
+    ("import sympy\ndef f():\n    return sympy.oo", "oo"),
+    ("def f():\n    return float('nan')", "nan"),
+])
+def test_return_values_are_always_json(restricted, code, expected):
+    from runner.types import ExecutionRequest, FunctionCall
+
+    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
+    assert r.status == Status.OK and r.return_value == expected, _describe(r)
+    import json
+
+    json.loads(json.dumps(r.to_json_dict(), allow_nan=False))
+
+
+def test_a_huge_exception_message_is_an_error_cut_to_size(restricted):
+    r = attack(restricted, "raise ValueError('x' * (40 * 1024 * 1024))",
+               Limits(memory_mb=1024, timeout_s=20))
+    assert r.status == Status.ERROR and r.error.type == "ValueError", _describe(r)
+    assert len(r.error.message) < 100_000 and "more characters cut" in r.error.message
+
+
+def test_a_nul_byte_in_the_code_is_an_error(restricted):
+    r = attack(restricted, "print(1)\x00")
+    assert r.status == Status.ERROR and r.error.type == "SyntaxError", _describe(r)
+
+
+def test_a_byte_order_mark_is_accepted(restricted):
+    r = restricted.run("\ufeffprint('bom')")
+    assert r.status == Status.OK and r.stdout == "bom\n", _describe(r)
+
+
+def test_raise_memory_error_is_an_error_not_the_memory_limit(restricted):
+    r = restricted.run("raise MemoryError('my own')")
+    assert r.status == Status.ERROR and r.error.type == "MemoryError", _describe(r)
+    real = restricted.run("x = bytearray(8 * 1024 ** 3)", limits=Limits(memory_mb=64))
+    assert real.status == Status.MEMORY_LIMIT, _describe(real)
+
+
+def test_policy_objects_are_out_of_reach_in_a_session(restricted):
+    with restricted.session() as s:
+        for code in ("getattr.__self__", "getattr.__func__", "print(_getattr_)",
+                     "print(__builtins__)", "import sys", "type(getattr)",
+                     "[c for c in ().__class__.__base__.__subclasses__()]"):
+            r = s.run(code)
+            assert r.status == Status.DENIED or (r.status == Status.OK and "Guards" not in r.stdout), \
+                f"{code}: {_describe(r)}"
+        r = s.run("x = 1\nprint(x)")
+        assert r.status == Status.OK and r.stdout == "1\n"

@@ -48,12 +48,13 @@ from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
 from .worker_backend import BackendSession, Placement, Refusal, WorkerBackend
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
-SANDBOX_USER = "10001:10001"
+SANDBOX_USER = "10001:10001"  # who user code runs as
+WORKER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "SETPCAP")
 # Memory for the warm worker itself (interpreter, sympy, numpy) on top of the run's own
 # limit, which the worker enforces per run with RLIMIT_AS; the cgroup limit is the backstop.
 WORKER_OVERHEAD_MB = 384
 TMPFS_MB = 256
-PROCESS_OVERHEAD = 8  # init, the worker, its spare child
+PROCESS_OVERHEAD = 10  # init, supervisor, forkserver, spare, clean-up and fork helpers
 WORKER_MAIN = ("import sys; sys.path.insert(0, '/opt/runner'); "
                "from worker.__main__ import main; main()")
 
@@ -85,11 +86,18 @@ def container_args(*, name: str, image: str, profile: Profile, env: Environment,
         "run", "-i", "--rm", "--pull", "never", "--name", name,
         "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner_id()}",
         "--network", "none",
+        # Neutral names: nothing of the host (its resolver, the container's id as its
+        # hostname, the host's cgroup paths) is visible inside.
+        "--hostname", "sandbox", "--dns", "192.0.2.1", "--cgroupns", "private",
+        # The worker runs as root with only the capabilities to start each run as the
+        # sandbox user and to stop it; user code never has any capability, and as a
+        # different user it cannot signal, limit or inspect the worker.
         "--cap-drop", "ALL",
+        *[arg for cap in WORKER_CAPABILITIES for arg in ("--cap-add", cap)],
         "--security-opt", "no-new-privileges",
         "--read-only",
         "--tmpfs", f"/tmp:rw,nosuid,nodev,size={TMPFS_MB}m,mode=1777",
-        "--user", SANDBOX_USER,
+        "--user", "0:0",
         "--pids-limit", str(profile.max_processes + PROCESS_OVERHEAD),
         "--memory", memory, "--memory-swap", memory,
         "--cpus", "1",
@@ -103,7 +111,7 @@ def container_args(*, name: str, image: str, profile: Profile, env: Environment,
         args += ["--label", f"{key}={value}"]
     if runtime:
         args += ["--runtime", runtime]
-    worker = ["--executor", "plain", "--container"]
+    worker = ["--executor", "plain", "--container", "--run-as", SANDBOX_USER]
     if env.path is not None:
         args += ["-v", f"{env.path}:{MOUNT_POINT}:ro"]
         worker += ["--path", MOUNT_POINT]

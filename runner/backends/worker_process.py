@@ -114,8 +114,12 @@ class WorkerProcess:
                 continue
             chunk = os.read(fd, max(self._reader.needed(), 1 << 16))
             if not chunk:
-                code = self.proc.poll()
-                raise WorkerLost(f"the worker exited (status {code})")
+                try:  # its output closed: it is exiting, so its status comes soon
+                    code: int | None = self.proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    code = None
+                raise WorkerLost("the worker exited" + (f" (status {code})" if code is not None
+                                                        else " (it closed its output)"))
             self._reader.feed(chunk)
 
     def kill(self) -> None:

@@ -30,6 +30,7 @@ from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
 MIB = 1024 * 1024
+_write = os.write  # bound once: the report must not depend on what user code did to `os`
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -83,7 +84,10 @@ class Reporter:
         data = memoryview(HEADER.pack(len(body)) + body)
         try:
             while data:
-                data = data[os.write(self.fd, data):]
+                written = _write(self.fd, data)
+                if written <= 0:
+                    raise OSError("the result channel accepts nothing")
+                data = data[written:]
         except OSError:
             # Someone closed or replaced our result channel: nothing this child says
             # can be trusted any more, so it says nothing.
@@ -92,12 +96,12 @@ class Reporter:
     def denied(self, message: str) -> None:
         self.frame({"kind": wire.DENIED, "message": _cap(message, MAX_MESSAGE_CHARS)})
 
-    def report(self, outcome: dict[str, Any]) -> None:
+    def report(self, outcome: dict[str, Any], seq: Any = None) -> None:
         outcome = _bounded_outcome(outcome)
         try:
-            self.frame({"kind": wire.REPORT, "outcome": outcome})
+            self.frame({"kind": wire.REPORT, "outcome": outcome, wire.SEQ: seq})
         except (TypeError, ValueError, RecursionError, MemoryError) as exc:
-            self.frame({"kind": wire.REPORT, "outcome": {"kind": "error", "error": {
+            self.frame({"kind": wire.REPORT, wire.SEQ: seq, "outcome": {"kind": "error", "error": {
                 "type": "ResultError", "message": f"the result could not be returned: {exc}",
                 "traceback": ""}}})
 
@@ -369,7 +373,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 os.close(result_fd)
                 break
             _flush_streams()
-            reporter.report(outcome)
+            reporter.report(outcome, request.get(wire.SEQ))
     finally:
         os._exit(0)
 

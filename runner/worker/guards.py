@@ -109,6 +109,9 @@ C_INTERNAL_IMPORTS = frozenset({
 MAX_SCAN_DEPTH = 3
 
 _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
+# `list[int]`, `int | None`: type expressions, harmless to hold (their attributes go
+# through the guards like any other object's).
+_TYPE_EXPRESSIONS = (types.GenericAlias, types.UnionType)
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
 _BASE_ITER = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
               frozenset: frozenset.__iter__, dict: dict.__iter__}
@@ -378,6 +381,8 @@ class Guards:
                 for item in items:
                     if type(item) not in _PLAIN_TYPES:
                         self.check_value(item, f"an item of {where}", depth + 1, refuse=refuse)
+            return value
+        if kind in _TYPE_EXPRESSIONS:
             return value
         module = _defining_module(value)
         if not self._module_usable(module):
@@ -693,7 +698,7 @@ class SandboxTransformer(RestrictingNodeTransformer):
         return _guard_annotations(super().visit_AsyncFunctionDef(node))
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
-        new = super().visit_AnnAssign(node)
+        new = self.node_contents_visit(node)
         if isinstance(new, ast.AnnAssign):
             new.annotation = _annotation_call(new.annotation)
         return new
@@ -839,7 +844,17 @@ def compile_user_code(source: str | ast.Module, filename: str) -> Any:
     refused = _string_annotations(tree)
     if refused:
         return CompileResult(None, tuple(refused), (), {})
-    return compile_restricted_exec(tree, filename=filename, policy=SandboxTransformer)
+    # RestrictedPython's transformer, but our own compile call: theirs inherits the
+    # `from __future__ import annotations` of the module that calls compile(), which
+    # turns every annotation of user code into a string that typing later evaluates.
+    errors: list[str] = []
+    warnings: list[str] = []
+    used_names: dict[str, bool] = {}
+    SandboxTransformer(errors, warnings, used_names).visit(tree)
+    if errors:
+        return CompileResult(None, tuple(errors), warnings, used_names)
+    code = compile(tree, filename, "exec", dont_inherit=True)
+    return CompileResult(code, (), warnings, used_names)
 
 
 def _guarded_type(*args: Any) -> type:

@@ -149,6 +149,7 @@ class ChildPipes:
     request: int
     pidfd: int | None
     reader: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_REPORT_BYTES))
+    seq: int | None = None  # a session child: the number of the block being run
 
     def close(self) -> None:
         for fd in (self.stdout, self.stderr, self.result, self.request):
@@ -185,6 +186,9 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     started = time.monotonic()
     deadline = started + float(limits["timeout_s"])
     cpu_before = (cpu_ms_of(child.pid) or 0) if not one_shot else 0
+    if not one_shot:
+        child.seq = (child.seq or 0) + 1
+        request = {**request, wire.SEQ: child.seq}
     try:
         write_message(child.request, request)
     except (BrokenPipeError, OSError):
@@ -273,8 +277,12 @@ def _reported(seen: Observation) -> bool:
 
 
 def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
-    if _reported(seen):
-        return  # a request has one report; anything after it is ignored
+    """Refusals count wherever they appear. A one-shot child's report is the last one it
+    sends before it exits (the child writes its own only after user code has ended, so
+    a report forged earlier is replaced); a session block's is the first that carries
+    the block's sequence number."""
+    if seen.malformed is not None:
+        return
     child.reader.feed(chunk)
     while True:
         try:
@@ -290,8 +298,10 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
                 message = frame.get("message")
                 seen.denial = message if isinstance(message, str) else "refused"
         elif kind == wire.REPORT and isinstance(frame.get("outcome"), dict):
-            seen.outcome = frame["outcome"]
-            return
+            if child.seq is None:
+                seen.outcome = frame["outcome"]
+            elif frame.get("seq") == child.seq and seen.outcome is None:
+                seen.outcome = frame["outcome"]
         else:
             seen.malformed = "the child sent a frame that is neither a report nor a refusal"
             return

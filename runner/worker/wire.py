@@ -45,6 +45,9 @@ RESULT_FIELDS = ("status", "exit_code", "stdout", "stderr", "stdout_truncated",
                  "stderr_truncated", "error", "return_value", "return_repr", "return_is_repr",
                  "duration_ms", "resources")
 SESSION_STARTED = "session_started"
+# A session block's number, sent by the supervisor with the block and echoed in its
+# report, so that a report left over from an earlier block is never taken for this one.
+SEQ = "seq"
 RESOURCE_FIELDS = ("cpu_ms", "max_rss_kb")
 ERROR_FIELDS = ("type", "message", "traceback")
 
