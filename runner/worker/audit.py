@@ -65,10 +65,15 @@ def _readable_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
 
 
+_sites: tuple[frozenset[int], frozenset[int]] | None = None
+
+
 def prepare() -> None:
-    """Work out the readable roots once, in the worker, so no child pays for it."""
-    global _readable
+    """Work out the readable roots and the compile sites once, in the worker (after
+    every trusted site is registered), so no child pays for it."""
+    global _readable, _sites
     _readable = _readable_roots()
+    _sites = SITES.frozen()
 
 
 def readable_roots() -> tuple[str, ...]:
@@ -131,7 +136,7 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
     compiled hook loads no globals.)"""
     import ast
 
-    trusted, through = SITES.frozen()
+    trusted, through = _sites or SITES.frozen()
     parse_code = id(ast.parse.__code__)
     getframe = sys._getframe
     write, pack, quote = os.write, HEADER.pack, json.encoder.encode_basestring

@@ -354,6 +354,8 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
             request = read_message(request_fd)
             if request is None:  # the supervisor is done with us
                 break
+            if not session:
+                os.close(request_fd)  # one request only: nothing more comes this way
             if namespace is None:
                 # Never outlive the supervisor. Set only now: until the forkserver's
                 # intermediate process had exited (before this request could be sent),
@@ -367,7 +369,6 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 namespace = executor.new_namespace()
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
-                os.close(request_fd)
                 _finish_streams()
                 reporter.report(outcome)
                 os.close(result_fd)

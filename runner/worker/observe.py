@@ -219,10 +219,13 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                 # Report in, streams closed: done as soon as the child stops running.
                 # Usage first: an exiting child soon releases its memory, and its figures.
                 peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
-                if finished_running(child.pid) and peak is not None:
-                    seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
-                    break
-                settle_from = settle_from or now
+                if finished_running(child.pid):
+                    if peak is not None:
+                        seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
+                        break
+                    settle_from = now - 1.0  # its memory is gone already: wait for the exit
+                else:
+                    settle_from = settle_from or now
         waiting = list(open_fds)
         if not seen.exited:
             if child.pidfd is not None:
