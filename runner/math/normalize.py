@@ -264,8 +264,44 @@ def _comma_number(text: str) -> str:
     return _BRACED_COMMA_NUMBER.sub(lambda match: match.group(0).replace(",", ""), text)
 
 
+_PY_POWER = re.compile(r"\*\*\s*(\([^()]*\)|-?[A-Za-z0-9.]+)")
+_PY_WORDS = re.compile(r"(?<![A-Za-z\\])(pi|oo|I)(?![A-Za-z])")
+_PY_WORD_LATEX = {"pi": "\\pi", "oo": "\\infty", "I": "i"}
+
+
+def _python_forms(text: str) -> str:
+    """Answers printed by Python or sympy (`sqrt(3)/2`, `2*pi`, `x**2`, `oo`, `I`) as LaTeX.
+
+    Only for text without a backslash: LaTeX answers are left alone. `a**b**c` becomes a
+    double superscript, which is then unparseable rather than misread."""
+    if "\\" in text or not re.search(r"\*|sqrt\(|\bpi\b|\boo\b", text):
+        return text
+    text = _PY_POWER.sub(r"^{\1}", text)
+    text = _PY_WORDS.sub(lambda match: match.group(0) if match.group(1) == "I" and "*" not in text
+                         else _PY_WORD_LATEX[match.group(1)], text)
+    out: list[str] = []
+    position = 0
+    while True:
+        start = text.find("sqrt(", position)
+        if start < 0 or (start > 0 and text[start - 1].isalpha()):
+            out.append(text[position:])
+            break
+        depth, index = 0, start + 4
+        while index < len(text):
+            depth += {"(": 1, ")": -1}.get(text[index], 0)
+            if depth == 0:
+                break
+            index += 1
+        if index >= len(text):
+            out.append(text[position:])
+            break
+        out.append(text[position:start] + "\\sqrt{" + text[start + 5:index] + "}")
+        position = index + 1
+    return "".join(out)
+
+
 def _cleanup(text: str) -> str:
-    text = _strip_wrappers(text)
+    text = _python_forms(_strip_wrappers(text))
     text = _FRAC_STYLE.sub(r"\\frac", text)
     text = _BINOM_STYLE.sub(r"\\binom", text)
     text = _INVISIBLE_DELIMITER.sub("", text)
