@@ -10,7 +10,13 @@ import time
 
 import pytest
 
-from runner.math import Checker, CheckerUnavailableError, Verdict, asks_for_decimal, checker_version
+from runner.math import (
+    Checker,
+    CheckerUnavailableError,
+    Verdict,
+    asks_for_decimal,
+    checker_version,
+)
 from runner.math.normalize import normalize_answer
 from runner.math.pool import WorkerPool
 from runner.math.wire import CompareRequest

@@ -13,6 +13,7 @@ handles: it kills the worker at the hard deadline and starts another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -191,9 +192,8 @@ WARM_UP = (
 def _warm(form: str) -> None:
     signal.setitimer(signal.ITIMER_REAL, 2.0)
     try:
-        _parse(form)
-    except (SoftTimeout, Exception):  # noqa: BLE001 - warming is best effort
-        pass
+        with contextlib.suppress(SoftTimeout, Exception):  # warming is best effort
+            _parse(form)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
