@@ -18,10 +18,12 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    A unit on one side only is accepted (the problem fixed it).
 6. `time`: a.m. vs p.m. differ; clock times (`4:30 p.m.`) compare as times of day.
 7. `identical`: the normalised forms are the same string.
-8. `number`: both sides are plain numbers (integers, decimals, `a/b`): exact comparison,
+8. `number` / `numbers`: both sides are plain numbers, or lists of them (integers, decimals, `a/b`): exact comparison,
    so `0.3333333` is not `1/3` and `0.25` is `1/4`. With `allow_decimal=True` (the problem
    asked for a decimal or a rounded answer) a decimal agrees with a value when it states
-   that value to its own digits (see `normalize.decimal_agrees`).
+   that value to its own digits (see `normalize.decimal_agrees`). Lists: `1, 2` and
+   `\\{1, 2\\}` are sets (order does not matter); `(1, 2)` and `[1, 2)` keep their order
+   and their brackets (open and closed ends differ).
 9. `symbolic`: Math-Verify compares the normalised forms (intervals, sets, tuples, matrices,
    equations, radicals, `\\\\pi`, complex numbers). Decimals are rewritten as exact fractions
    first unless `allow_decimal` is set. The worker process has `timeout_s` to answer; a
@@ -37,6 +39,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 from importlib import metadata
 from itertools import count
 from typing import Self
@@ -49,6 +52,7 @@ from .normalize import (
     decimal_agrees,
     decimal_places,
     normalize_answer,
+    number_list,
     plain_number,
     significant_digits,
     text_key,
@@ -66,6 +70,9 @@ DEFAULT_TIMEOUT_S = 5.0
 # The worker's own interval timer fires at this share of the limit: a clean "timeout"
 # verdict without the cost of killing and restarting a process, when Python code is slow.
 _SOFT_SHARE = 0.8
+# The host kills the worker this long before the limit, so that even a killed comparison
+# (kill, reap) ends within `timeout_s`.
+_KILL_MARGIN_S = 0.05
 
 
 _ASKS_FOR_DECIMAL = re.compile(
@@ -290,6 +297,11 @@ class Checker:
                                "decimals allowed: " + ("agree to the decimal's digits"
                                                        if agrees else "do not agree"))
             return verdict(False, "number", "different numbers")
+        gold_list, candidate_list = number_list(gold.latex), number_list(candidate.latex)
+        if gold_list is not None and candidate_list is not None:
+            decided = _compare_lists(gold_list, candidate_list)
+            if decided is not None and (decided[0] or not allow_decimal):
+                return verdict(*decided)
         return _Pending(gold, candidate)
 
     def _symbolic(self, pending: list[_Pending], allow_decimal: bool) -> Verdict:
@@ -300,7 +312,8 @@ class Checker:
             request = CompareRequest(id=request_id, gold=pair.gold.latex,
                                      candidate=pair.candidate.latex, allow_decimal=allow_decimal,
                                      soft_timeout_s=self.timeout_s * _SOFT_SHARE)
-            outcome = self._pool.compare(request, self.timeout_s)
+            outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
+                                                      self.timeout_s - _KILL_MARGIN_S))
             verdict = self._from_outcome(outcome, pair, allow_decimal)
             if verdict.equal:
                 return verdict
@@ -319,6 +332,27 @@ class Checker:
                              shown_candidate, allow_decimal, failed=failed,
                              gold_parsed=outcome.gold_parsed,
                              candidate_parsed=outcome.candidate_parsed)
+
+
+_SETS = ("", "\\{\\}")
+
+
+def _compare_lists(gold: tuple[str, list[Fraction]],
+                   candidate: tuple[str, list[Fraction]]) -> tuple[bool, str, str] | None:
+    """Lists of plain numbers: sets ignore order, tuples and intervals keep it and their
+    brackets. None when the shapes differ in a way only the symbolic step can judge."""
+    (gold_brackets, gold_values), (candidate_brackets, candidate_values) = gold, candidate
+    if gold_brackets in _SETS and candidate_brackets in _SETS:
+        equal = set(gold_values) == set(candidate_values)
+        return equal, "numbers", "the same set of numbers" if equal else "different sets"
+    if gold_brackets in _SETS or candidate_brackets in _SETS:
+        return None  # a set against a tuple or interval: Math-Verify's rules decide
+    if gold_brackets != candidate_brackets:
+        return False, "numbers", (f"different brackets: {gold_brackets} vs "
+                                  f"{candidate_brackets} (open and closed ends differ)")
+    equal = gold_values == candidate_values
+    return equal, "numbers", ("the same numbers in the same order" if equal
+                              else "different numbers or order")
 
 
 def _time_of_day(form: Normalized) -> int | None:

@@ -97,9 +97,9 @@ _SENTENCE_END = re.compile(r"\.\s")
 
 def _clean_fallback(raw: str) -> str | None:
     answer = raw.strip().strip("*_").strip()
-    end = _SENTENCE_END.search(answer)
-    if end and not answer.startswith(("$", "\\[", "\\(")):
-        answer = answer[:end.start()]
+    sentence_end = _SENTENCE_END.search(answer)
+    if sentence_end and not answer.startswith(("$", "\\[", "\\(")):
+        answer = answer[:sentence_end.start()]
     for opener, closer in _MATH_DELIMITERS:
         if answer.startswith(opener):
             end = answer.find(closer, len(opener))

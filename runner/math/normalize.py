@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 __all__ = ["MAX_ANSWER_CHARS", "Normalized", "decimal_agrees", "decimal_places",
-           "exact_decimals", "normalize_answer", "plain_number", "significant_digits",
+           "exact_decimals", "normalize_answer", "number_list", "plain_number",
+           "significant_digits",
            "text_key"]
 
 # Longer answers are compared as plain strings only: no competition answer is this long,
@@ -404,6 +405,35 @@ def plain_number(latex: str) -> Fraction | None:
     if denominator == 0:
         return None
     return sign * Fraction(numerator, denominator)
+
+
+_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "": ""}
+
+
+def number_list(latex: str) -> tuple[str, list[Fraction]] | None:
+    """A list of two or more plain numbers, bare or in brackets: (opening bracket, values).
+
+    `1, 2, 3` and `\\{1, 2\\}` are sets, `(1, 2)` a tuple or an open interval, `[1, 2)` an
+    interval: the caller compares them without the symbolic step. None for anything else."""
+    text = latex.strip()
+    if len(text) > 2000 or "," not in text:
+        return None
+    opening = next((mark for mark in ("\\{", "(", "[") if text.startswith(mark)), "")
+    closing_marks = (")", "]") if opening in ("(", "[") else (_BRACKETS[opening],)
+    body = text[len(opening):]
+    if opening:
+        closing = next((mark for mark in closing_marks if body.endswith(mark)), None)
+        if closing is None:
+            return None
+        body = body[:len(body) - len(closing)]
+        opening = opening + closing  # "(]" style: both ends matter for intervals
+    values = []
+    for item in body.split(","):
+        value = plain_number(item)
+        if value is None:
+            return None
+        values.append(value)
+    return (opening, values) if len(values) >= 2 else None
 
 
 def decimal_places(latex: str) -> int | None:

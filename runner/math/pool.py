@@ -148,7 +148,8 @@ class WorkerPool:
             raise ValueError("a checker pool needs at least one worker")
         self.size = size
         self.memory_mb = memory_mb
-        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        # Only started, ready workers are queued; None means closed, a string a failed start.
+        self._idle: queue.SimpleQueue[_Worker | str | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._started = False
         self._closed = False
@@ -156,16 +157,29 @@ class WorkerPool:
         self.versions: dict[str, str] = {}
         self.replacements = 0  # how many workers were killed and replaced (for tests, benches)
 
-    def _spawn(self) -> _Worker:
+    def _launch(self) -> None:
+        """Start a worker in the background; it joins the idle queue once it is ready, so no
+        comparison waits for an import while another worker could serve it."""
+        threading.Thread(target=self._bring_up, name="runner-checker-start", daemon=True).start()
+
+    def _bring_up(self) -> None:
         try:
             worker = _Worker(self.memory_mb)
         except OSError as exc:
-            raise CheckerUnavailableError(
-                f"cannot start the answer checker's worker process: {exc.strerror}",
-                fix="check that this Python can start subprocesses") from None
+            self._idle.put(f"cannot start a process: {exc.strerror}")
+            return
         with self._lock:
+            if self._closed:
+                worker.kill()
+                return
             self._all.add(worker)
-        return worker
+        if worker.wait_ready():
+            if worker.ready is not None and not self.versions:
+                self.versions = dict(worker.ready.versions)
+            self._idle.put(worker)
+        else:
+            self._retire(worker)
+            self._idle.put("the process ended or stalled before it was ready")
 
     def _start(self) -> None:
         with self._lock:
@@ -173,33 +187,32 @@ class WorkerPool:
                 return
             self._started = True
         for _ in range(self.size):
-            self._idle.put(self._spawn())
+            self._launch()
 
     def _retire(self, worker: _Worker) -> None:
         worker.kill()
         with self._lock:
             self._all.discard(worker)
 
+    def _closed_error(self) -> CheckerUnavailableError:
+        return CheckerUnavailableError("the answer checker was closed", fix="create a new Checker")
+
     def compare(self, request: CompareRequest, hard_timeout_s: float) -> CompareReply | Failure:
         if self._closed:
-            raise CheckerUnavailableError("the answer checker was closed",
-                                          fix="create a new Checker")
+            raise self._closed_error()
         self._start()
         worker = self._idle.get()
-        if worker is None:  # closed while waiting
+        if worker is None:  # closed while waiting: wake the next waiter too
             self._idle.put(None)
-            raise CheckerUnavailableError("the answer checker was closed",
-                                          fix="create a new Checker")
-        if not worker.wait_ready():
-            self._retire(worker)
-            self._idle.put(self._spawn())
+            raise self._closed_error()
+        if isinstance(worker, str):
+            if not self._closed:
+                self._launch()  # try again for the next comparison; this one has no worker
             raise CheckerUnavailableError(
-                "the answer checker's worker process did not start",
+                f"the answer checker's worker process did not start ({worker})",
                 fix="install the checker's dependencies: pip install "
                     "'math-verify[antlr4_13_2]' (run `python -m runner.math.checker_worker` "
                     "to see the error)")
-        if worker.ready is not None and not self.versions:
-            self.versions = dict(worker.ready.versions)
         outcome = worker.compare(request, hard_timeout_s)
         if isinstance(outcome, Failure):
             # Whatever state it is in, this process is not trusted again.
@@ -207,7 +220,7 @@ class WorkerPool:
             with self._lock:
                 self.replacements += 1
             if not self._closed:
-                self._idle.put(self._spawn())
+                self._launch()
         else:
             self._idle.put(worker)
         return outcome
