@@ -92,6 +92,7 @@ EQUAL = [
     ("\\text{A,C,F}", "\\text{F, C, A}"),
     ("\\text{(C)}", "C"),
     ("(\\text{H})", "(H)"),
+    ("\\text{(A)}", "(a)"),
     ("\\text{Evelyn}", "Evelyn"),
     ("\\text{Sunday}", "\\textbf{sunday}."),
     ("\\mbox{four}", "4"),
@@ -199,6 +200,10 @@ NOT_EQUAL = [
     # matrices
     ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}"),
     ("\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 2 \\end{pmatrix}"),
+    # assignments and equation chains in the candidate
+    ("x = 5", "y = 5"),
+    ("2", "2 = 5"),  # the candidate's claim is its last piece
+    ("6", "6 xy"),  # a product, not a noun after the number
     # broken or empty candidates
     ("5", ""),
     ("5", "   "),

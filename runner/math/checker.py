@@ -17,7 +17,8 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
 5. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
    A unit on one side only is accepted (the problem fixed it).
 6. `time`: a.m. vs p.m. differ; clock times (`4:30 p.m.`) compare as times of day.
-7. `identical`: the normalised forms are the same string.
+7. `variable`: both answers are assignments to different variables (`x = 5`, `y = 5`).
+   `identical`: the normalised forms are the same string.
 8. `number` / `numbers`: both sides are plain numbers, or lists of them (integers, decimals, `a/b`): exact comparison,
    so `0.3333333` is not `1/3` and `0.25` is `1/4`. With `allow_decimal=True` (the problem
    asked for a decimal or a rounded answer) a decimal agrees with a value when it states
@@ -231,7 +232,7 @@ class Checker:
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
         try:
             gold_forms = normalize_answer(gold)
-            candidate_forms = normalize_answer(candidate)
+            candidate_forms = normalize_answer(candidate, candidate=True)
         except Exception as exc:  # noqa: BLE001 - a rule bug must not crash an evaluation
             return self._verdict(False, "error", f"normalisation failed: {type(exc).__name__}",
                                  gold[:200], candidate[:200], allow_decimal, failed=True)
@@ -283,6 +284,9 @@ class Checker:
                 same = _same_time(gold, candidate, times[0], times[1])
                 return verdict(same, "time", "the same time of day" if same
                                else "different times of day")
+        if gold.variable and candidate.variable and gold.variable != candidate.variable:
+            return verdict(False, "variable", f"different variables: {gold.variable} = ... vs "
+                                              f"{candidate.variable} = ...")
         if gold.key == candidate.key:
             return verdict(True, "identical", "the same after normalisation")
         gold_number, candidate_number = plain_number(gold.latex), plain_number(candidate.latex)

@@ -54,6 +54,7 @@ class Normalized:
     choices: frozenset[str] | None = None  # multiple-choice letters ("A", "C", "F")
     words: str | None = None  # a text answer, lower case, single spaces ("evelyn")
     clock: int | None = None  # a time of day h:mm[:ss] in seconds after 0:00
+    variable: str | None = None  # `x` of an answer written `x = 5` (then `latex` is `5`)
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ _ASSIGNMENT = re.compile(r"([A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)\s*=\s*")
 _COMMANDS = re.compile(r"\\[A-Za-z]+")
 _TEXT_GROUP = re.compile(r"\\text\{([^{}]*)\}")
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
-_CHOICE = re.compile(r"\(?([A-Z])\)?")
+_CHOICE = re.compile(r"\(([A-Za-z])\)|([A-Z])")
 _CHOICE_SEPARATORS = re.compile(r"\s*(?:,|\band\b|\bor\b|\s)\s*")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _FRACTION = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(\d+)\}|(-?\d+)\s*/\s*(\d+)")
@@ -318,15 +319,19 @@ def _letters_outside_commands(text: str) -> bool:
     return bool(re.search(r"[A-Za-z]", _COMMANDS.sub("", _TEXT_GROUP.sub("", text))))
 
 
-def _alternatives(text: str) -> list[str]:
-    """`a \\approx b` and purely numeric `a = b` chains state one answer several ways."""
+def _alternatives(text: str, *, candidate: bool) -> list[str]:
+    """`a \\approx b` and purely numeric `a = b` chains state one answer several ways.
+
+    A gold answer's pieces are all accepted. A candidate's numeric `=` chain counts by its
+    last piece only (`2+2=5` claims 5), as Math-Verify reads equations; `\\approx` pieces
+    all count (an exact value and its approximation)."""
     parts = [part.strip() for part in _APPROX.split(text)]
     expanded: list[str] = []
     for part in parts:
         pieces = [piece.strip() for piece in part.split("=")]
         if len(pieces) > 1 and all(piece and not _letters_outside_commands(piece)
                                    for piece in pieces):
-            expanded.extend(pieces)
+            expanded.extend(pieces[-1:] if candidate else pieces)
         else:
             expanded.append(part)
     return [part for part in expanded if part] or [text]
@@ -363,8 +368,13 @@ def _split_tail(text: str) -> tuple[str, list[str], int | None]:
         preceded_by_command = position > 0 and text[position - 1] == "\\"
         # A plain word starts a tail only after a space ("2 ab" maybe, "2ab" never).
         detached = position > 0 and (text[position - 1].isspace() or tail_start is not None)
-        if word is not None and (preceded_by_command or len(word.rstrip(".")) < 2
-                                 or word.lower().rstrip(".") in _MATH_WORDS
+        bare = word.lower().rstrip(".") if word is not None else ""
+        # Two-letter words count only when known ("cm", "am"); "2 xy" keeps its product.
+        known = word is not None and (word.lower() in _UNITS or word.lower() in _MERIDIEM
+                                      or bare in _UNITS or bare in _POWER_WORDS)
+        if word is not None and (preceded_by_command or len(bare) < 2
+                                 or (len(bare) < 3 and not known)
+                                 or bare in _MATH_WORDS
                                  or (tail_start is None and not detached)):
             tail_start, tail_words, power = None, [], None
             position = match.end()
@@ -541,7 +551,7 @@ def _choices(text: str) -> frozenset[str] | None:
         match = _CHOICE.fullmatch(item)
         if match is None:
             return None
-        letters.append(match.group(1))
+        letters.append((match.group(1) or match.group(2)).upper())
     return frozenset(letters) if letters else None
 
 
@@ -598,8 +608,10 @@ def _one(text: str) -> Normalized:
 
     core = _comma_number(core)
     assignment = _ASSIGNMENT.match(core)
+    variable = None
     if assignment and "=" not in core[assignment.end():] and \
             not _letters_outside_commands(core[assignment.end():]):
+        variable = assignment.group(1).replace("{", "").replace("}", "")
         core = core[assignment.end():].strip()
 
     core = _number_forms(core)
@@ -612,10 +624,13 @@ def _one(text: str) -> Normalized:
         hours, minutes, seconds = (int(group or 0) for group in clock_match.groups())
         clock = hours * 3600 + minutes * 60 + seconds
     return Normalized(latex=core, key=_INSIGNIFICANT_SPACE.sub("", core), unit=unit,
-                      meridiem=meridiem, clock=clock)
+                      meridiem=meridiem, clock=clock, variable=variable)
 
 
-def normalize_answer(text: str) -> list[Normalized]:
-    """The normalised forms of one answer (see the module docstring); at least one."""
+def normalize_answer(text: str, *, candidate: bool = False) -> list[Normalized]:
+    """The normalised forms of one answer (see the module docstring); at least one.
+
+    `candidate=True` for a model's answer: of a numeric `a = b` chain only the last piece
+    counts (a gold answer's pieces are all accepted forms)."""
     cleaned = _cleanup(text)
-    return [_one(part) for part in _alternatives(cleaned)]
+    return [_one(part) for part in _alternatives(cleaned, candidate=candidate)]
