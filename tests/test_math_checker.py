@@ -332,10 +332,12 @@ def test_megabyte_answers_do_not_reach_the_symbolic_step(checker):
     assert time.monotonic() - started < 10
 
 
-def test_timeout_inside_python_is_a_verdict_not_a_kill():
+def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
     with Checker(workers=1, timeout_s=1.0) as guarded:
         verdict = guarded.check("1", "10^{10^{10}}")
         assert (verdict.equal, verdict.rule, verdict.failed) == (False, "timeout", True)
+        # An interrupted worker may hold half-built parser caches: it is replaced.
+        assert guarded._pool.replacements == 1
         assert guarded.check("2", "1+1").equal
 
 

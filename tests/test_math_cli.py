@@ -35,6 +35,8 @@ def test_check_exit_status_says_equal_or_not(home):
     assert "not equal (unit)" in different.stdout
     negative = run_cli(["math", "check", "-5", "-5.0"], home=home)  # a minus is not an option
     assert negative.returncode == 0, negative.stderr
+    hostile = run_cli(["math", "check", "1", "\x1b[2J\x07 1"], home=home)
+    assert hostile.returncode == 1 and "\x1b" not in hostile.stdout and "\\x1b" in hostile.stdout
 
 
 def test_check_json_gives_the_reasons(home):

@@ -152,14 +152,14 @@ def _handle(line: str) -> CompareReply:
     try:
         return compare(request)
     except SoftTimeout:
-        return CompareReply(id=request.id, equal=False, rule="timeout",
+        return CompareReply(id=request.id, equal=False, rule="timeout", retire=True,
                             reason=f"the symbolic check took longer than "
                                    f"{request.soft_timeout_s:g} s")
     except MemoryError:
-        return CompareReply(id=request.id, equal=False, rule="error",
+        return CompareReply(id=request.id, equal=False, rule="error", retire=True,
                             reason="the symbolic check ran out of memory")
     except RecursionError:
-        return CompareReply(id=request.id, equal=False, rule="error",
+        return CompareReply(id=request.id, equal=False, rule="error", retire=True,
                             reason="the answer is nested too deeply to check")
     except Exception as exc:  # noqa: BLE001 - any failure is a verdict, never a crash
         return CompareReply(id=request.id, equal=False, rule="error",

@@ -214,7 +214,7 @@ class WorkerPool:
                     "'math-verify[antlr4_13_2]' (run `python -m runner.math.checker_worker` "
                     "to see the error)")
         outcome = worker.compare(request, hard_timeout_s)
-        if isinstance(outcome, Failure):
+        if isinstance(outcome, Failure) or outcome.retire:
             # Whatever state it is in, this process is not trusted again.
             self._retire(worker)
             with self._lock:

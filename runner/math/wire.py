@@ -34,6 +34,9 @@ class CompareReply(BaseModel):
     reason: str = Field(max_length=2000)
     gold_parsed: str | None = Field(default=None, max_length=MAX_PARSED_CHARS)
     candidate_parsed: str | None = Field(default=None, max_length=MAX_PARSED_CHARS)
+    # The worker was interrupted mid-computation (timer, memory, recursion): the caches of
+    # the libraries it uses may be half-built, so the host replaces it.
+    retire: bool = False
 
 
 class WorkerReady(BaseModel):
