@@ -95,6 +95,8 @@ EQUAL = [
     ("\\text{(A)}", "(a)"),
     ("\\text{Evelyn}", "Evelyn"),
     ("\\text{Sunday}", "\\textbf{sunday}."),
+    ("\\text{no solution}", "No solution"),
+    ("\\text{two lines}", "two lines"),
     ("\\mbox{four}", "4"),
     ("\\text{13}", "13"),
     # complex numbers
@@ -119,6 +121,8 @@ EQUAL = [
     ("-2 \\text{ or } -12", "-12, -2"),
     ("7, -2, \\text{ and } -5", "-5, -2, 7"),
     ("(1,2)", "(1, 2)"),
+    ("(1,2)", "1, 2"),  # a pair without its parentheses
+    ("1, 2", "(2, 1)"),  # the solutions, in parentheses
     ("[1,2)", "[1, 2)"),
     ("(-\\infty, 3]", "(-\\infty,3]"),
     ("(-\\infty, 1) \\cup (2, \\infty)", "(-\\infty,1)\\cup(2,\\infty)"),
@@ -193,6 +197,10 @@ NOT_EQUAL = [
     ("(2,\\infty)", "[2,\\infty)"),
     ("\\{1,2\\}", "\\{1,2,3\\}"),
     ("1,2", "1"),
+    ("(1,2)", "\\{2,1\\}"),  # a pair is not a set
+    ("(1,2)", "\\{1,2\\}"),
+    ("(1,2)", "2, 1"),
+    ("1, 2", "[1, 2]"),  # solutions are not an interval
     ("3, 5, 7", "3, 5"),
     # equations
     ("y = 2x + 1", "y = 2x - 1"),

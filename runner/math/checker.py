@@ -56,7 +56,6 @@ from .normalize import (
     number_list,
     plain_number,
     significant_digits,
-    text_key,
 )
 from .pool import DEFAULT_MEMORY_MB, Failure, WorkerPool
 from .wire import CompareReply, CompareRequest
@@ -267,9 +266,9 @@ class Checker:
             return verdict(equal, "choices",
                            "the same choice letters" if equal else "different choice letters")
         if gold.words is not None or candidate.words is not None:
-            gold_words = gold.words if gold.words is not None else text_key(gold.latex)
+            gold_words = gold.words if gold.words is not None else gold.plain
             candidate_words = candidate.words if candidate.words is not None \
-                else text_key(candidate.latex)
+                else candidate.plain
             equal = gold_words == candidate_words
             return verdict(equal, "text", "the same words" if equal else "different words")
         if gold.unit and candidate.unit and gold.unit != candidate.unit:
@@ -304,7 +303,7 @@ class Checker:
         gold_list, candidate_list = number_list(gold.latex), number_list(candidate.latex)
         if gold_list is not None and candidate_list is not None:
             decided = _compare_lists(gold_list, candidate_list)
-            if decided is not None and (decided[0] or not allow_decimal):
+            if decided[0] or not allow_decimal:  # with decimals allowed, Math-Verify rounds
                 return verdict(*decided)
         return _Pending(gold, candidate)
 
@@ -338,25 +337,37 @@ class Checker:
                              candidate_parsed=outcome.candidate_parsed)
 
 
-_SETS = ("", "\\{\\}")
+_BARE, _BRACES, _PARENTHESES = "", "\\{\\}", "()"
 
 
 def _compare_lists(gold: tuple[str, list[Fraction]],
-                   candidate: tuple[str, list[Fraction]]) -> tuple[bool, str, str] | None:
-    """Lists of plain numbers: sets ignore order, tuples and intervals keep it and their
-    brackets. None when the shapes differ in a way only the symbolic step can judge."""
+                   candidate: tuple[str, list[Fraction]]) -> tuple[bool, str, str]:
+    """Lists of plain numbers. `1, 2` (MATH's "all solutions") and `\\{1, 2\\}` are sets;
+    `(1, 2)` is an ordered pair (or an open interval) and `[1, 2)` an interval, whose order
+    and brackets matter. A bare list read against a pair is read in order."""
     (gold_brackets, gold_values), (candidate_brackets, candidate_values) = gold, candidate
-    if gold_brackets in _SETS and candidate_brackets in _SETS:
+
+    def as_sets() -> tuple[bool, str, str]:
         equal = set(gold_values) == set(candidate_values)
         return equal, "numbers", "the same set of numbers" if equal else "different sets"
-    if gold_brackets in _SETS or candidate_brackets in _SETS:
-        return None  # a set against a tuple or interval: Math-Verify's rules decide
+
+    def in_order() -> tuple[bool, str, str]:
+        equal = gold_values == candidate_values
+        return equal, "numbers", ("the same numbers in the same order" if equal
+                                  else "different numbers or order")
+
+    set_like = (_BARE, _BRACES)
+    if gold_brackets in set_like and candidate_brackets in set_like:
+        return as_sets()
+    if gold_brackets == _BARE and candidate_brackets == _PARENTHESES:
+        return as_sets()  # the solutions, written in parentheses
+    if candidate_brackets == _BARE and gold_brackets == _PARENTHESES:
+        return in_order()  # a pair, written without its parentheses
     if gold_brackets != candidate_brackets:
-        return False, "numbers", (f"different brackets: {gold_brackets} vs "
-                                  f"{candidate_brackets} (open and closed ends differ)")
-    equal = gold_values == candidate_values
-    return equal, "numbers", ("the same numbers in the same order" if equal
-                              else "different numbers or order")
+        return False, "numbers", (f"different kinds: {gold_brackets or 'a list'} vs "
+                                  f"{candidate_brackets or 'a list'} (sets, tuples and "
+                                  "open or closed intervals differ)")
+    return in_order()
 
 
 def _time_of_day(form: Normalized) -> int | None:

@@ -55,6 +55,7 @@ class Normalized:
     words: str | None = None  # a text answer, lower case, single spaces ("evelyn")
     clock: int | None = None  # a time of day h:mm[:ss] in seconds after 0:00
     variable: str | None = None  # `x` of an answer written `x = 5` (then `latex` is `5`)
+    plain: str = ""  # the whole answer as words (`text_key`), for comparing with text answers
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -592,12 +593,13 @@ def _one(text: str) -> Normalized:
         words = text_key(text)
         if words in _NUMBER_WORDS:
             number = _NUMBER_WORDS[words]
-            return Normalized(latex=number, key=number)
+            return Normalized(latex=number, key=number, plain=words)
         clock_text = re.fullmatch(r"(\d{1,2}:\d{2}(?::\d{2})?)\s*(.*)", words)
         if clock_text is None:
-            return Normalized(latex=text, key=words, words=words)
+            return Normalized(latex=text, key=words, words=words, plain=words)
         text = clock_text.group(1) + (f" {clock_text.group(2)}" if clock_text.group(2) else "")
 
+    plain = text_key(text)
     core, tail, power = _split_tail(text)
     meridiem = None
     if tail:
@@ -624,7 +626,7 @@ def _one(text: str) -> Normalized:
         hours, minutes, seconds = (int(group or 0) for group in clock_match.groups())
         clock = hours * 3600 + minutes * 60 + seconds
     return Normalized(latex=core, key=_INSIGNIFICANT_SPACE.sub("", core), unit=unit,
-                      meridiem=meridiem, clock=clock, variable=variable)
+                      meridiem=meridiem, clock=clock, variable=variable, plain=plain)
 
 
 def normalize_answer(text: str, *, candidate: bool = False) -> list[Normalized]:
