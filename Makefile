@@ -49,6 +49,7 @@ test: docker-ready e2e-ready
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py
 	$(BIN)/python bench/bench_docker.py
+	$(BIN)/python bench/bench_checker.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

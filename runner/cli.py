@@ -325,3 +325,12 @@ def _register_agent_commands() -> None:
 
 
 _register_agent_commands()
+
+
+def _register_math_commands() -> None:
+    from .cli_math import math_group
+
+    main.add_command(math_group)
+
+
+_register_math_commands()

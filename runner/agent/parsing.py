@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
+from ..math.extract import last_boxed as last_boxed  # one rule for agent and evaluation
+
 # -- JSON objects in text ------------------------------------------------------------------
 
 
@@ -351,22 +353,4 @@ def fenced_blocks(text: str) -> list[Fence]:
         position = end
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (nested braces allowed), or None."""
-    matches = list(_BOXED.finditer(text))
-    for match in reversed(matches):
-        depth = 1
-        index = match.end()
-        while index < len(text):
-            char = text[index]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[match.end():index].strip()
-            index += 1
-    return None
+# `last_boxed(text)`: one rule for the agent and the math evaluation (runner.math.extract).
