@@ -190,11 +190,17 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
         click.echo(render_history(records), nl=False)
 
 
-def _parse_arguments(text: str) -> dict[str, Any]:
+def _parse_arguments(text: str) -> dict[str, Any] | str:
+    """The --args object; JSON beyond the argument bounds stays text, so that the call is
+    refused as invalid_args (and logged) like any other call with unusable arguments."""
+    from .jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, loads
+
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--args") from None
+        value = loads(text, ARGUMENT_BOUNDS, what="the JSON", types=False)
+    except JsonBoundsError as exc:
+        if exc.kind != "syntax":
+            return text
+        raise click.BadParameter(str(exc), param_hint="--args") from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object of argument names and values, e.g. "
                                  """'{"x": 1}'""", param_hint="--args")

@@ -104,7 +104,13 @@ class Sandbox:
 
         if self._closed:  # also for calls refused before running, which never reach execute()
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
-        if isinstance(arguments_or_name, str):
+        from .functions.sets import FunctionSet
+        from .functions.spec import NAME_PATTERN
+
+        # A string is a function's name for a set; for one function it is the name only if
+        # it looks like one (else it is the arguments as JSON text, as a model wrote them).
+        if isinstance(arguments_or_name, str) and (
+                isinstance(function, FunctionSet) or NAME_PATTERN.match(arguments_or_name)):
             return call_function(self, function, arguments_or_name, arguments, limits=limits,
                                  meta=meta)
         return call_function(self, function, None, arguments_or_name, limits=limits, meta=meta)

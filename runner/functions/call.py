@@ -16,7 +16,7 @@ row's meta names the set, function, version, spec digest and arguments.
 
 from __future__ import annotations
 
-import json
+import reprlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from ..errors import ConfigurationError
 from ..ids import new_id
+from ..jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, json_problem, loads
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, Limits, SourceFile, Status
 from .sets import FunctionLike, FunctionSet, as_spec
 from .spec import FunctionSpec
@@ -31,6 +32,9 @@ from .validation import validate_arguments
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
+
+
+_LOGGED_TEXT = 100_000  # characters of argument text that could not be read as an object
 
 
 def source_filename(name: str) -> str:
@@ -122,16 +126,30 @@ def _refused(sandbox: Sandbox, limits: Limits, error: ErrorInfo) -> ExecutionRes
 
 
 def _loggable(arguments: Any) -> dict[str, Any]:
-    """Whatever was passed, as a JSON object for the log (non-JSON values as their repr)."""
-    if isinstance(arguments, (str, bytes)):
+    """Whatever was passed, as a JSON object for the log (non-JSON values as their repr).
+
+    Arguments beyond the bounds are described, not copied: copying them is what the
+    bounds are there to avoid."""
+    if isinstance(arguments, bytes):
+        arguments = arguments.decode("utf-8", "replace")
+    if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
-        except ValueError:
+            parsed = loads(arguments, ARGUMENT_BOUNDS, types=False)
+        except JsonBoundsError:
             parsed = None
-        if isinstance(parsed, dict):
-            arguments = parsed
-    if isinstance(arguments, Mapping):
-        return {str(key): to_jsonable_python(value, fallback=repr) for key, value in arguments.items()}
+        if not isinstance(parsed, dict):
+            shown = arguments if len(arguments) <= _LOGGED_TEXT else (
+                arguments[:_LOGGED_TEXT] + f"... [{len(arguments) - _LOGGED_TEXT:,} more characters]")
+            return {"(arguments)": shown}
+        arguments = parsed
     if arguments is None:
         return {}
+    if isinstance(arguments, Mapping):
+        arguments = dict(arguments)
+    too_big = json_problem(arguments, ARGUMENT_BOUNDS, types=False)
+    if too_big is not None:
+        return {"(arguments)": f"[not logged: {too_big.message}]"}
+    if isinstance(arguments, dict):
+        return {key if isinstance(key, str) else reprlib.repr(key): to_jsonable_python(value, fallback=repr)
+                for key, value in arguments.items()}
     return {"(arguments)": to_jsonable_python(arguments, fallback=repr)}

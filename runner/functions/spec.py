@@ -22,15 +22,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError, validators
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from ..errors import FunctionSpecError
+from ..jsonlimits import JsonBounds, json_problem
 from ..packages import PackageRequestError, parse_requirement
+from .bounded_schema import SchemaProblem, check_schema
 from .source import clean_code, read_signature, strip_tool_decorators
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a Python name OpenAI also accepts
 _FIELDS = ("name", "description", "parameters", "packages", "code")
+# One spec as data (code included); its schema has tighter bounds of its own.
+SPEC_BOUNDS = JsonBounds(max_chars=4_000_000, max_depth=64, max_items=50_000)
 
 # One requirement inside a free-text package list: a name, optional extras, optional
 # comma-joined version specifiers ("numpy>=1.2,<2" is one requirement, not two).
@@ -112,6 +115,15 @@ class FunctionSpec(BaseModel):
     packages: tuple[str, ...] = ()
     code: str
 
+    def __init__(self, **data: Any) -> None:
+        """Keywords as for `from_dict`; problems raise FunctionSpecError, not pydantic's error."""
+        # pydantic calls an overridden __init__ from model_validate too, so this is the one
+        # place where its ValidationError becomes a FunctionSpecError.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _Invalid(data, _problems(exc)) from None
+
     # -- lenient input ---------------------------------------------------------------
 
     @model_validator(mode="before")
@@ -172,7 +184,8 @@ class FunctionSpec(BaseModel):
         if "type" not in schema:
             schema = {"type": "object", **schema}
         if schema.get("type") != "object":
-            raise ValueError(f"`parameters` must be a JSON schema of type object, got type {schema.get('type')!r}")
+            raise ValueError("`parameters` must be a JSON schema of type object, got type "
+                             f"{schema.get('type')!r}")
         properties = schema.setdefault("properties", {})
         if not isinstance(properties, dict):
             raise ValueError("`parameters.properties` must be an object")
@@ -184,10 +197,9 @@ class FunctionSpec(BaseModel):
                 raise ValueError(f"the schema of argument {argument!r} must be an object, "
                                  f"got {type(argument_schema).__name__}")
         try:
-            validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(top)"
-            raise ValueError(f"`parameters` is not a valid JSON schema at {where}: {exc.message}") from None
+            check_schema(schema)
+        except SchemaProblem as exc:
+            raise ValueError(f"`parameters` cannot be used: {exc}") from None
         return schema
 
     @field_validator("packages")
@@ -218,15 +230,18 @@ class FunctionSpec(BaseModel):
         if not isinstance(data, dict):
             raise FunctionSpecError(f"{where or 'a function spec'} must be a JSON object, "
                                     f"got {type(data).__name__}", fix=_SHAPE_HINT)
+        too_big = json_problem(data, SPEC_BOUNDS)
+        if too_big is not None:
+            raise FunctionSpecError(f"{_label(data, where)} is not usable: {too_big.message}",
+                                    fix=f"a spec may have {SPEC_BOUNDS.describe()}")
         unknown = sorted(set(data) - set(_FIELDS) - {"arguments"})
         if unknown:
             raise FunctionSpecError(
                 f"{_label(data, where)} has unknown field(s) {', '.join(unknown)}", fix=_SHAPE_HINT)
         try:
             return cls.model_validate(data)
-        except ValidationError as exc:
-            raise FunctionSpecError(f"{_label(data, where)} is not valid: {_problems(exc)}",
-                                    fix=_SHAPE_HINT) from None
+        except _Invalid as exc:
+            raise _Invalid(data, exc.problems, where=where) from None
 
     @classmethod
     def from_callable(cls, function: Callable[..., Any], **overrides: Any) -> FunctionSpec:
@@ -292,6 +307,14 @@ def schema_type_text(schema: dict[str, Any]) -> str:
 _SHAPE_HINT = ("a function spec is a JSON object with name, description, parameters (a JSON "
                "schema object) or arguments (a properties object, or that object as a JSON "
                "string), packages (a list or a comma/space separated string) and code")
+
+
+class _Invalid(FunctionSpecError):
+    """A spec pydantic refused; `problems` names each field's problem."""
+
+    def __init__(self, data: dict[str, Any], problems: str, *, where: str = "") -> None:
+        super().__init__(f"{_label(data, where)} is not valid: {problems}", fix=_SHAPE_HINT)
+        self.problems = problems
 
 
 def _label(data: dict[str, Any], where: str) -> str:
