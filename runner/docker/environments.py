@@ -133,7 +133,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
 
     key = hashlib.sha256(json.dumps(
         [sorted(str(r) for r in requests), image_id]).encode()).hexdigest()[:16]
-    root = runner_home() / "envs"
+    root = runner_home(writable=True) / "envs"
     root.mkdir(parents=True, exist_ok=True)
     target = root / key
     # A thread lock for this process and a file lock for the others: one build per key,
@@ -143,7 +143,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
         if (target / _COMPLETE).is_file():
             versions = json.loads((target / _COMPLETE).read_text())
             return Environment(key, target, _select(versions, requests))
-        cache = runner_home() / "cache"
+        cache = runner_home(writable=True) / "cache"
         wheels = cache / "wheels" / key
         wheels.mkdir(parents=True, exist_ok=True)
         _download(requests, wheels, timeout)

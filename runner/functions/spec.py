@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from packaging.markers import InvalidMarker, Marker
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from ..errors import FunctionSpecError
@@ -45,7 +46,10 @@ _SEPARATORS = re.compile(r"[\s,;]+")
 
 
 def split_packages(text: str) -> list[str]:
-    """'sympy, numpy>=1.2,<2 scipy' -> ['sympy', 'numpy>=1.2,<2', 'scipy']."""
+    """'sympy, numpy>=1.2,<2 scipy' -> ['sympy', 'numpy>=1.2,<2', 'scipy'].
+
+    A requirement may carry an environment marker after `;` (`requests; os_name == "posix"`);
+    a `;` not followed by a marker separates requirements, like a comma."""
     found: list[str] = []
     position = 0
     while position < len(text):
@@ -57,9 +61,74 @@ def split_packages(text: str) -> list[str]:
         if not match:
             rest = text[position:].split()[0]
             raise ValueError(f"cannot read a package requirement at {rest!r} in packages {text!r}")
-        found.append(match.group(0))
-        position = match.end()
+        requirement, position = match.group(0), match.end()
+        semicolon = re.compile(r"\s*;").match(text, position)
+        if semicolon:
+            end = _marker_end(text, semicolon.end())
+            if end is not None:
+                requirement = f"{requirement}; {text[semicolon.end():end].strip()}"
+                position = end
+        found.append(requirement)
     return found
+
+
+_MARKER_VARIABLES = frozenset({
+    "os_name", "sys_platform", "platform_machine", "platform_python_implementation",
+    "platform_release", "platform_system", "platform_version", "python_version",
+    "python_full_version", "implementation_name", "implementation_version", "extra",
+    "os.name", "sys.platform", "platform.version", "platform.machine",
+    "platform.python_implementation", "python_implementation"})
+_MARKER_TOKEN = re.compile(r"""\s*(\(|\)|'[^']*'|"[^"]*"|===|==|!=|<=|>=|~=|<|>|"""
+                           r"""not\s+in\b|in\b|and\b|or\b|[A-Za-z_][A-Za-z0-9_.]*)""")
+_MARKER_OPERATORS = frozenset({"===", "==", "!=", "<=", ">=", "~=", "<", ">", "in"})
+
+
+def _marker_end(text: str, start: int) -> int | None:
+    """Where a PEP 508 environment marker starting at `start` ends, or None if none starts
+    there. Reads `atom (and|or atom)*`, where an atom is `value op value` or `( ... )`."""
+
+    def token(at: int) -> tuple[str, int] | None:
+        match = _MARKER_TOKEN.match(text, at)
+        return (" ".join(match.group(1).split()), match.end()) if match else None
+
+    def value(at: int) -> int | None:
+        found = token(at)
+        if found and (found[0] in _MARKER_VARIABLES or found[0][:1] in "'\""):
+            return found[1]
+        return None
+
+    def atom(at: int) -> int | None:
+        found = token(at)
+        if found and found[0] == "(":
+            inner = expression(found[1])
+            closing = token(inner) if inner is not None else None
+            return closing[1] if closing and closing[0] == ")" else None
+        left = value(at)
+        operator = token(left) if left is not None else None
+        if operator is None or (operator[0] not in _MARKER_OPERATORS and operator[0] != "not in"):
+            return None
+        return value(operator[1])
+
+    def expression(at: int) -> int | None:
+        end = atom(at)
+        while end is not None:
+            joiner = token(end)
+            if not joiner or joiner[0] not in ("and", "or"):
+                break
+            following = atom(joiner[1])
+            if following is None:
+                break
+            end = following
+        return end
+
+    end = expression(start)
+    if end is None:
+        return None
+    try:
+        Marker(text[start:end])
+    except InvalidMarker:
+        return None
+    return end
 
 
 def _json_if_string(value: Any, field: str) -> Any:
