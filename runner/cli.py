@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from .backends.base import backend_names
+from .cli_options import limit
 from .errors import RunnerError
 from .types import ExecutionResult, Limits, Status
 
@@ -25,13 +26,18 @@ def _fail(exc: RunnerError) -> None:
 
 
 class _Group(click.Group):
-    """Turns RunnerError into a clear message and exit status 1 for every command."""
+    """Turns RunnerError into a clear message and exit status 1 for every command, and
+    Ctrl-C into exit status 130 (what a shell reports for SIGINT) without a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except RunnerError as exc:
             _fail(exc)
+        except KeyboardInterrupt:
+            click.echo("runner: interrupted (Ctrl-C); what ran so far is in the log "
+                       "(runner logs list)", err=True)
+            sys.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,13 +91,13 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False) -> None
 @click.argument("source", metavar="[FILE|-]", default="-")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
-@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+@click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
-@click.option("--cpu", "cpu_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--cpu", "cpu_s", type=limit("cpu_s"),
               help="CPU-time limit in seconds (default: the timeout).")
-@click.option("--max-output", "max_output_bytes", type=click.IntRange(min=1024),
+@click.option("--max-output", "max_output_bytes", type=limit("max_output_bytes"),
               help="Bytes kept per output stream (default 1000000).")
 @click.option("--package", "packages", multiple=True, metavar="REQ",
               help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
@@ -214,9 +220,9 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
               help="The arguments, as one JSON object.")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
-@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+@click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 def call_command(path: str, name: str, arguments_text: str, backend: str,

@@ -14,7 +14,10 @@ from typing import Any
 
 import click
 
+from .agent.context import DEFAULT_CONTEXT_CHARS
+from .agent.run import AgentStatus
 from .backends.base import backend_names
+from .cli_options import limit, number
 from .types import Limits
 
 _PROTOCOLS = ("tools", "json", "text", "code")
@@ -50,26 +53,30 @@ def _progress(turn: Any) -> None:
               help="Model replies at most.")
 @click.option("--max-failures", type=click.IntRange(min=1), default=3, show_default=True,
               help="Consecutive failures after which a function is disabled.")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0.01), default=120.0,
+@click.option("--budget", "budget_s", type=number(0.01, 86_400), default=120.0,
               show_default=True, help="Seconds of sandbox time for the whole run.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit of each execution in seconds (default 10).")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--temperature", type=click.FloatRange(min=0, max=2),
+@click.option("--temperature", type=number(0, 2),
               help="Sampling temperature (default: the server's).")
-@click.option("--max-tokens", type=click.IntRange(min=1),
+@click.option("--max-tokens", type=number(1, 10_000_000, integer=True),
               help="Tokens per reply at most (default: the server's).")
-@click.option("--llm-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+@click.option("--llm-timeout", type=number(0.1, 3600), default=120.0, show_default=True,
               help="Seconds to wait for one reply.")
 @click.option("--retries", type=click.IntRange(min=0, max=20), default=4, show_default=True,
               help="Retries of a request on rate limits, 5xx and connection errors.")
+@click.option("--context-chars", type=number(1000, 100_000_000, integer=True),
+              default=DEFAULT_CONTEXT_CHARS, show_default=True,
+              help="Characters of conversation sent per request at most: older long replies and "
+                   "outputs are cut in what is sent (never in the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as one JSON object.")
 def agent_command(task: str, functions_path: str | None, protocol: str, model: str | None,
                   base_url: str | None, api_key: str | None, max_turns: int, max_failures: int,
                   budget_s: float, timeout_s: float | None, backend: str,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                  retries: int, as_json: bool) -> None:
+                  retries: int, context_chars: int, as_json: bool) -> None:
     """Let a model work on TASK, running what it asks for in the sandbox.
 
     Every turn is logged: `runner logs show RUN_ID` shows the conversation with the
@@ -88,8 +95,15 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
     with Sandbox(backend=backend, source="agent", limits=limits) as sandbox:
         agent = Agent(llm, functions, protocol=protocol, sandbox=sandbox, max_turns=max_turns,
                       max_consecutive_failures=max_failures, budget_s=budget_s,
-                      on_turn=None if as_json else _progress)
-        run = agent.run(task)
+                      max_context_chars=context_chars, on_turn=None if as_json else _progress)
+        try:
+            run = agent.run(task)
+        except KeyboardInterrupt:
+            if agent.last_run is not None:  # logged as interrupted before Ctrl-C went on
+                stopped = agent.last_run
+                click.echo(f"-- status {stopped.status} · {len(stopped.turns)} turns · id "
+                           f"{stopped.id} (runner logs show {stopped.id})", err=True)
+            raise
     if as_json:
         click.echo(json.dumps(run.summary_dict(), ensure_ascii=False))
     else:
@@ -107,8 +121,8 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
 
 
 @click.command("runs")
-@click.option("--status", type=click.Choice(["running", "answered", "gave_up", "max_turns",
-                                              "budget", "llm_error"]), help="Only this status.")
+@click.option("--status", type=click.Choice([status.value for status in AgentStatus]),
+              help="Only this status.")
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")

@@ -56,7 +56,8 @@ def build_request(spec: FunctionSpec, arguments: dict[str, Any], *,
 
 def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: str | None,
                   arguments: Any, *, limits: Limits | None = None,
-                  meta: dict[str, Any] | None = None) -> ExecutionResult:
+                  meta: dict[str, Any] | None = None, execution_id: str | None = None
+                  ) -> ExecutionResult:
     """Validate `arguments` for the function `name` of `target` (a set, or one spec or
     `@tool` function, where `name` may be None), then run it in `sandbox`.
 
@@ -64,8 +65,9 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
     Mistakes of the caller's program (no name for a set of several functions, a name that
     contradicts a single spec) raise ConfigurationError; everything a model could get
     wrong comes back as a result. `meta` is added to what the log records (e.g. the
-    agent run and turn that made the call).
+    agent run and turn that made the call); `execution_id` is the result's id (new by default).
     """
+    execution_id = execution_id or new_id()
     limits = limits or sandbox.limits
     extra = dict(meta or {})
     function_set = target if isinstance(target, FunctionSet) else None
@@ -78,7 +80,8 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
             name = function_set.names[0]
         spec = function_set.get(name)
         if spec is None:
-            return _unknown_function(sandbox, function_set, name, arguments, limits, extra)
+            return _unknown_function(sandbox, function_set, name, arguments, limits, extra,
+                                     execution_id)
         version: int | None = function_set.version(name)
     else:
         spec = as_spec(target)  # type: ignore[arg-type]
@@ -95,23 +98,23 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
         request = build_request(spec, _loggable(arguments), function_set=function_set, limits=limits)
         detail = problems.model_dump(mode="json")
         result = _refused(sandbox, limits, ErrorInfo(
-            type="InvalidArguments", message=problems.message(), detail=detail))
+            type="InvalidArguments", message=problems.message(), detail=detail), execution_id)
         # The log row keeps the detail in meta too: it is the queryable copy.
         sandbox.record(request, result, {**call_meta, "arguments": _loggable(arguments),
                                          "invalid_arguments": detail})
         return result
     request = build_request(spec, data, function_set=function_set, limits=limits)
-    return sandbox.execute(request, meta={**call_meta, "arguments": data})
+    return sandbox.execute(request, meta={**call_meta, "arguments": data}, execution_id=execution_id)
 
 
 def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, arguments: Any,
-                      limits: Limits, extra: dict[str, Any]) -> ExecutionResult:
+                      limits: Limits, extra: dict[str, Any], execution_id: str) -> ExecutionResult:
     available = function_set.names
     detail = {"function": name, "set": function_set.name, "available": available}
     message = (f"there is no function {name!r} in set {function_set.name!r}; the functions are: "
                + (", ".join(available) if available else "none"))
     result = _refused(sandbox, limits, ErrorInfo(type="UnknownFunction", message=message,
-                                                 detail=detail))
+                                                 detail=detail), execution_id)
     request = ExecutionRequest(code="", limits=limits,
                                call=FunctionCall(name=name, arguments=_loggable(arguments)))
     sandbox.record(request, result, {**extra, "function": name, "version": None,
@@ -120,8 +123,8 @@ def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, ar
     return result
 
 
-def _refused(sandbox: Sandbox, limits: Limits, error: ErrorInfo) -> ExecutionResult:
-    return ExecutionResult(id=new_id(), backend=sandbox.backend, status=Status.INVALID_ARGS,
+def _refused(sandbox: Sandbox, limits: Limits, error: ErrorInfo, execution_id: str) -> ExecutionResult:
+    return ExecutionResult(id=execution_id, backend=sandbox.backend, status=Status.INVALID_ARGS,
                            error=error, limits=limits)
 
 

@@ -106,6 +106,7 @@ def _written_call(content: str, functions: FunctionSet) -> CallAction | None:
         return None
     for found in json_objects(content):
         read = read_action(found.value)
-        if read.kind == "call" and read.function in functions and isinstance(read.arguments, dict):
+        if (read.kind == "call" and read.function is not None and read.function in functions
+                and isinstance(read.arguments, dict)):
             return CallAction(function=read.function, arguments=read.arguments)
     return None
