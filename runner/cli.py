@@ -14,14 +14,18 @@ import click
 
 from .backends.base import backend_names
 from .cli_options import limit
+from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
+from .terminal import json_text
+from .terminal import status as status_text
 from .types import ExecutionResult, Limits, Status
 
 
 def _fail(exc: RunnerError) -> None:
-    click.echo(f"runner: error [{exc.code}]: {exc.message}", err=True)
+    printer = Printer()  # error text may quote a model or a file: always made safe
+    printer.text(f"runner: error [{exc.code}]: {exc.message}", err=True)
     if exc.fix:
-        click.echo(f"runner: fix: {exc.fix}", err=True)
+        printer.text(f"runner: fix: {exc.fix}", err=True)
     sys.exit(1)
 
 
@@ -55,7 +59,7 @@ def _read_code(source: str) -> str:
             with open(source, "rb") as handle:
                 data = handle.read()
         except OSError as exc:
-            raise click.BadParameter(f"cannot read {source}: {exc.strerror}", param_hint="FILE")
+            raise click.BadParameter(f"cannot read {source}: {exc.strerror}", param_hint="FILE") from None
         where = source
     try:
         return data.decode("utf-8")
@@ -64,27 +68,28 @@ def _read_code(source: str) -> str:
                                  param_hint="FILE") from None
 
 
-def _print_result(result: ExecutionResult, *, show_return: bool = False) -> None:
+def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bool = False) -> None:
     """Human rendering: the program's own output first, then what the runner saw."""
+    printer = Printer(raw=raw)
     if result.stdout:
-        click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
+        printer.output(result.stdout, nl=not result.stdout.endswith("\n"))
     if show_return and result.status is Status.OK:
-        click.echo(json.dumps(result.return_value, ensure_ascii=False))
+        printer.output(json_text(result.return_value))
     if result.stderr:
-        click.echo(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
+        printer.output(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
     if result.error is not None:
         text = result.error.traceback.rstrip("\n") if result.error.traceback else \
             f"{result.error.type}: {result.error.message}"
-        click.echo(text, err=True)
+        printer.text(text, err=True)
         if result.error.traceback and result.error.message not in text:
-            click.echo(result.error.message, err=True)
-    notes = [f"status {result.status}", f"{result.duration_ms} ms",
-             f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
+            printer.text(result.error.message, err=True)
+    notes = [f"status {status_text(str(result.status), enabled=printer.colour(err=True))}",
+             f"{result.duration_ms} ms", f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
     if result.stdout_truncated or result.stderr_truncated:
         notes.append("output truncated")
     if show_return and result.return_is_repr:
         notes.append("return value has no JSON form: shown as its repr")
-    click.echo("-- " + " · ".join(notes), err=True)
+    printer.styled("-- " + " · ".join(notes), err=True)
 
 
 @main.command("exec")
@@ -102,9 +107,10 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False) -> None
 @click.option("--package", "packages", multiple=True, metavar="REQ",
               help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
                  cpu_s: float | None, max_output_bytes: int | None, packages: tuple[str, ...],
-                 as_json: bool) -> None:
+                 as_json: bool, raw: bool) -> None:
     """Run Python code from FILE (or standard input, `-`) in the sandbox."""
     from .sandbox import Sandbox
 
@@ -114,9 +120,9 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
     with Sandbox(backend=backend, source="cli") as sandbox:
         result = sandbox.run(code, limits=limits, packages=packages)
     if as_json:
-        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+        click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result)
+        _print_result(result, raw=raw)
     sys.exit(0 if result.status is Status.OK else 1)
 
 
@@ -144,15 +150,16 @@ def functions_group() -> None:
 @click.argument("path", metavar="FILE", type=_SET_FILE)
 @click.option("--code", "show_code", is_flag=True, help="Also print each function's code.")
 @click.option("--json", "as_json", is_flag=True, help="Print the set in canonical JSON.")
-def functions_show(path: str, show_code: bool, as_json: bool) -> None:
+@click.option("--raw", is_flag=True, help=RAW_HELP)
+def functions_show(path: str, show_code: bool, as_json: bool, raw: bool) -> None:
     """Names, versions, descriptions, arguments and packages of the functions in FILE."""
     from .functions.render import render_function_set
 
     function_set = _load_set(path)
     if as_json:
-        click.echo(json.dumps(function_set.to_dict(), ensure_ascii=False, indent=2))
+        click.echo(json_text(function_set.to_dict(), indent=2), color=True)
     else:
-        click.echo(render_function_set(function_set, code=show_code), nl=False)
+        Printer(raw=raw).text(render_function_set(function_set, code=show_code), nl=False)
 
 
 @functions_group.command("schema")
@@ -174,7 +181,7 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
     else:
         items = [{"name": spec.name, "description": spec.description,
                   "parameters": spec.parameters} for spec in specs]
-    click.echo(json.dumps(items[0] if name is not None else items, ensure_ascii=False, indent=2))
+    click.echo(json_text(items[0] if name is not None else items, indent=2), color=True)
 
 
 @functions_group.command("history")
@@ -182,8 +189,9 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
 @click.argument("function", required=False)
 @click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_history(set_name: str | None, function: str | None, count: int | None,
-                      as_json: bool) -> None:
+                      as_json: bool, raw: bool) -> None:
     """Recorded changes of function sets (of one SET, or one FUNCTION of it), with diffs."""
     from .functions.render import render_history
     from .logs import FunctionVersionLog
@@ -191,9 +199,10 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
 
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
     if as_json:
-        click.echo(json.dumps([r.model_dump(mode="json") for r in records], ensure_ascii=False))
+        click.echo(json_text([r.model_dump(mode="json") for r in records]), color=True)
     else:
-        click.echo(render_history(records), nl=False)
+        printer = Printer(raw=raw)
+        printer.styled(render_history(records, safe=not raw, colour=printer.colour()), nl=False)
 
 
 def _parse_arguments(text: str) -> dict[str, Any] | str:
@@ -225,8 +234,9 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
 @click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def call_command(path: str, name: str, arguments_text: str, backend: str,
-                 timeout_s: float | None, memory_mb: int | None, as_json: bool) -> None:
+                 timeout_s: float | None, memory_mb: int | None, as_json: bool, raw: bool) -> None:
     """Call function NAME of the set in FILE with --args, in the sandbox.
 
     The arguments are checked against the function's schema first (status invalid_args
@@ -243,9 +253,9 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
     with Sandbox(backend=backend, source="cli", limits=limits) as sandbox:
         result = sandbox.call(function_set, name, arguments)
     if as_json:
-        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+        click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result, show_return=True)
+        _print_result(result, show_return=True, raw=raw)
     sys.exit(0 if result.status is Status.OK else 1)
 
 

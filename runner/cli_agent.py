@@ -8,7 +8,6 @@ was answered, 1 for any other ending (and for runner errors), 2 for usage errors
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -18,12 +17,20 @@ from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
 from .backends.base import backend_names
 from .cli_options import limit, number
+from .cli_output import RAW_HELP, Printer
+from .terminal import json_text, sanitize_for_terminal
+from .terminal import status as status_text
 from .types import Limits
 
 _PROTOCOLS = ("tools", "json", "text", "code")
 
 
 def _progress(turn: Any) -> None:
+    """One line per turn on stderr; names and codes come from the model: made safe."""
+    Printer().text(_progress_line(turn), err=True)
+
+
+def _progress_line(turn: Any) -> str:
     reply = turn.reply or {}
     calls = [c.get("function", {}).get("name") for c in reply.get("tool_calls") or []]
     actions = ", ".join(
@@ -32,8 +39,7 @@ def _progress(turn: Any) -> None:
     codes = f" · {', '.join(turn.feedback_codes)}" if turn.feedback else ""
     error = f" · model error {turn.error.get('code')}" if turn.error else ""
     tools = f" · tool calls: {', '.join(map(str, calls))}" if calls else ""
-    click.echo(f"[turn {turn.number}] {turn.latency_ms} ms · {actions}{tools}{codes}{error}",
-               err=True)
+    return f"[turn {turn.number}] {turn.latency_ms} ms · {actions}{tools}{codes}{error}"
 
 
 @click.command("agent")
@@ -72,11 +78,12 @@ def _progress(turn: Any) -> None:
               help="Characters of conversation sent per request at most: older long replies and "
                    "outputs are cut in what is sent (never in the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def agent_command(task: str, functions_path: str | None, protocol: str, model: str | None,
                   base_url: str | None, api_key: str | None, max_turns: int, max_failures: int,
                   budget_s: float, timeout_s: float | None, backend: str,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                  retries: int, context_chars: int, as_json: bool) -> None:
+                  retries: int, context_chars: int, as_json: bool, raw: bool) -> None:
     """Let a model work on TASK, running what it asks for in the sandbox.
 
     Every turn is logged: `runner logs show RUN_ID` shows the conversation with the
@@ -100,28 +107,32 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
             run = agent.run(task)
         except KeyboardInterrupt:
             if agent.last_run is not None:  # logged as interrupted before Ctrl-C went on
-                stopped = agent.last_run
-                click.echo(f"-- status {stopped.status} · {len(stopped.turns)} turns · id "
-                           f"{stopped.id} (runner logs show {stopped.id})", err=True)
+                _print_ending(agent.last_run, Printer(raw=raw))
             raise
     if as_json:
-        click.echo(json.dumps(run.summary_dict(), ensure_ascii=False))
+        click.echo(json_text(run.summary_dict()), color=True)
     else:
+        printer = Printer(raw=raw)
         if run.final_answer is not None:
-            click.echo(run.final_answer)
+            printer.output(run.final_answer)
         if run.error:
-            click.echo(f"runner: error [{run.error.get('code')}]: {run.error.get('message')}", err=True)
+            printer.text(f"runner: error [{run.error.get('code')}]: {run.error.get('message')}", err=True)
             if run.error.get("fix"):
-                click.echo(f"runner: fix: {run.error.get('fix')}", err=True)
-        notes = [f"status {run.status}", f"{len(run.turns)} turns", f"id {run.id}"]
-        if run.stop_reason and run.final_answer is None:
-            notes.insert(1, run.stop_reason)
-        click.echo("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+                printer.text(f"runner: fix: {run.error.get('fix')}", err=True)
+        _print_ending(run, printer)
     sys.exit(0 if run.status == "answered" else 1)
 
 
+def _print_ending(run: Any, printer: Printer) -> None:
+    notes = [f"status {status_text(str(run.status), enabled=printer.colour(err=True))}",
+             f"{len(run.turns)} turns", f"id {run.id}"]
+    if run.stop_reason and run.final_answer is None:
+        notes.insert(1, sanitize_for_terminal(run.stop_reason) if not printer.raw else run.stop_reason)
+    printer.styled("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+
+
 @click.command("runs")
-@click.option("--status", type=click.Choice([status.value for status in AgentStatus]),
+@click.option("--status", type=click.Choice([value.value for value in AgentStatus]),
               help="Only this status.")
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many, newest first.")
@@ -134,7 +145,7 @@ def logs_runs(status: str | None, count: int, as_json: bool) -> None:
     runs = agent_log.list(limit=count, status=status)
     counts = agent_log.turn_counts([run.id for run in runs])
     if as_json:
-        click.echo(json.dumps([{**run.summary_dict(), "turn_count": counts.get(run.id, 0)}
-                               for run in runs], ensure_ascii=False))
+        click.echo(json_text([{**run.summary_dict(), "turn_count": counts.get(run.id, 0)}
+                              for run in runs]), color=True)
     else:
         click.echo(render_agent_run_list(runs, counts), nl=False)
