@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from . import __version__
 from .backends.base import backend_names
 from .cli_options import limit
 from .cli_output import RAW_HELP, Printer
@@ -45,7 +46,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="runner")
+@click.version_option(version=__version__, prog_name="runner")
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
 

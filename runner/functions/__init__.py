@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from ..logs.functions import Author
 from .call import call_function
 from .schema import parameters_schema, parse_docstring, spec_from_callable
 from .sets import FunctionSet
@@ -20,6 +21,7 @@ from .validation import ArgumentErrors, ArgumentProblem, validate_arguments
 
 __all__ = [
     "ArgumentErrors",
+    "Author",
     "ArgumentProblem",
     "FunctionSet",
     "FunctionSpec",
