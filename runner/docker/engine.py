@@ -67,6 +67,9 @@ def engine_info() -> dict[str, Any]:
     if info.get("ServerErrors"):
         raise DockerCommandError("the Docker engine is not reachable: "
                                  + "; ".join(info["ServerErrors"]), fix=SETUP_HINT)
+    if not isinstance(info, dict):
+        raise DockerCommandError(f"`docker info` printed {type(info).__name__} where an object "
+                                 "was expected", fix=SETUP_HINT)
     return info
 
 

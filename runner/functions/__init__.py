@@ -21,8 +21,8 @@ from .validation import ArgumentErrors, ArgumentProblem, validate_arguments
 
 __all__ = [
     "ArgumentErrors",
-    "Author",
     "ArgumentProblem",
+    "Author",
     "FunctionSet",
     "FunctionSpec",
     "Tool",

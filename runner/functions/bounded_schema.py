@@ -212,7 +212,7 @@ _OVERRIDES: dict[str, Keyword] = {
 def _guarded_class(base: Any) -> Any:
     keywords = {name: _timed(_OVERRIDES.get(name, function))
                 for name, function in base.VALIDATORS.items()}
-    return validators.extend(base, keywords)
+    return validators.extend(base, keywords)  # type: ignore[no-untyped-call]
 
 
 def _refuse_retrieval(uri: str) -> Resource[Any]:
