@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench venv clean docker-ready e2e-ready
+.PHONY: demo test lint bench venv clean docker-ready e2e-ready
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ e2e-ready: $(E2E_STAMP)
 # engine is a failure, not a skip.
 test: docker-ready e2e-ready
 	RUNNER_REQUIRE_E2E=1 RUNNER_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
+
+# Static checks of the package: ruff (style, bugs) and mypy --strict (types), both
+# configured in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check runner/
+	$(BIN)/mypy runner/
 
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py

@@ -8,134 +8,31 @@ the feedback as data and the exact text sent next, token usage, latency, retries
 ids of the executions the turn caused. Those executions are ordinary rows of
 `executions`, whose meta names the run and the turn (`agent_run`, `agent_turn`).
 
-`AgentRun` and `AgentTurn` are also what `Agent.run` returns, so the API, `--json`, the
-log and `runner logs show RUN_ID` all have one shape. `AgentLog` reads and writes them
-over short connections of its own, as `FunctionVersionLog` does, and `render_agent_run`
-is the plain-text view.
+`AgentRun` and `AgentTurn` (defined in `runner.agent.run`) are what `Agent.run` returns,
+so the API, `--json`, the log and `runner logs show RUN_ID` all have one shape. `AgentLog`
+reads and writes them over short connections of its own, as `FunctionVersionLog` does,
+and `render_agent_run` is the plain-text view.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import socket
+import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from runner.agent.run import AgentRun, AgentStatus, AgentTurn
 from runner.errors import LogStoreError, NotFoundError
 from runner.logs.side_table import SideTable
-from runner.logs.store import ExecutionRecord, LogStore
-
-
-class AgentStatus(StrEnum):
-    """How a run ended (`running` while it has not)."""
-
-    RUNNING = "running"
-    ANSWERED = "answered"
-    GAVE_UP = "gave_up"
-    MAX_TURNS = "max_turns"
-    BUDGET = "budget"
-    LLM_ERROR = "llm_error"
-
-
-class AgentTurn(BaseModel):
-    """One request to the model, its reply, what was done about it and what was said back."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    number: int
-    started_at: datetime
-    messages_sent: list[dict[str, Any]]  # exactly the messages of the request
-    reply: dict[str, Any] | None = None  # the assistant message as received
-    response: dict[str, Any] | None = None  # the whole response body
-    actions: list[dict[str, Any]] = Field(default_factory=list)  # as parsed
-    feedback: list[dict[str, Any]] = Field(default_factory=list)  # problems, as data
-    # Exactly the messages that follow the reply (the last turn of a run that hit its turn
-    # limit keeps what would have been sent).
-    feedback_messages: list[dict[str, Any]] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    execution_ids: list[str] = Field(default_factory=list)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: int = 0
-    retries: int = 0
-    error: dict[str, Any] | None = None  # an LLM error that ended the run at this turn
-
-    @property
-    def feedback_text(self) -> str | None:
-        """The text of the feedback messages (None when there are none)."""
-        if not self.feedback_messages:
-            return None
-        return "\n\n".join(str(m.get("content") or "") for m in self.feedback_messages)
-
-    @property
-    def feedback_codes(self) -> list[str]:
-        return [str(item.get("code")) for item in self.feedback]
-
-
-class AgentRun(BaseModel):
-    """One conversation with a model, from the task to its end."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    task: str
-    protocol: str
-    model: str | None = None
-    base_url: str | None = None
-    backend: str | None = None
-    function_set: str | None = None
-    functions: list[str] = Field(default_factory=list)
-    system_prompt: str = ""
-    tools: list[dict[str, Any]] | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
-    status: AgentStatus = AgentStatus.RUNNING
-    final_answer: str | None = None
-    stop_reason: str | None = None
-    error: dict[str, Any] | None = None
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    finished_at: datetime | None = None
-    sandbox_ms: int = 0
-    turns: list[AgentTurn] = Field(default_factory=list)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(t.prompt_tokens or 0 for t in self.turns)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(t.completion_tokens or 0 for t in self.turns)
-
-    @property
-    def execution_ids(self) -> list[str]:
-        return [i for t in self.turns for i in t.execution_ids]
-
-    def summary_dict(self) -> dict[str, Any]:
-        """The run as `runner agent --json` prints it: everything except the full message
-        lists and response bodies of each turn (`runner logs show ID --json` has those)."""
-        data = {key: value for key, value in self.model_dump(mode="json").items()
-                if key not in ("turns", "tools", "system_prompt")}
-        data["prompt_tokens"] = self.prompt_tokens
-        data["completion_tokens"] = self.completion_tokens
-        data["turns"] = [{
-            "number": t.number, "reply": t.reply, "actions": t.actions, "feedback": t.feedback,
-            "feedback_text": t.feedback_text, "notes": t.notes, "execution_ids": t.execution_ids,
-            "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-            "latency_ms": t.latency_ms, "retries": t.retries, "error": t.error,
-        } for t in self.turns]
-        return data
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """Everything, as plain JSON types."""
-        data = self.model_dump(mode="json")
-        for turn, source in zip(data["turns"], self.turns, strict=True):
-            turn["feedback_text"] = source.feedback_text
-        return data
-
+from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore
 
 # -- the database ---------------------------------------------------------------------------
 
@@ -162,9 +59,40 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 class AgentLog(SideTable):
-    """Reads and writes agent runs and turns in the log database of a LogStore."""
+    """Reads and writes agent runs and turns in the log database of a LogStore.
+
+    Opening one closes the runs left `running` by a process that is gone (killed, or its
+    machine rebooted): they become `interrupted`, so no run stays `running` for ever."""
 
     what = "the agent log"
+
+    def __init__(self, store: LogStore | Path | str | None = None, *,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        super().__init__(store, busy_timeout_s=busy_timeout_s)
+        with contextlib.suppress(LogStoreError):  # a read-only log can still be read
+            self.close_abandoned()
+
+    def close_abandoned(self) -> list[str]:
+        """Mark `interrupted` the running runs whose owner process is gone; their ids."""
+        rows = self._run(lambda conn: conn.execute(
+            "SELECT id, run_json FROM agent_runs WHERE status = 'running'").fetchall(), "read")
+        gone = [(run_id, owner) for run_id, text in rows
+                for owner in [(_load(text, {}) or {}).get("owner")]
+                if isinstance(owner, dict) and _owner_alive(owner) is False]
+        if not gone:
+            return []
+        now = _iso(datetime.now(timezone.utc))
+
+        def close(conn: sqlite3.Connection) -> None:
+            for run_id, owner in gone:
+                reason = (f"interrupted: its process (pid {owner.get('pid')} on "
+                          f"{owner.get('host')}) ended before the run did")
+                conn.execute("UPDATE agent_runs SET status = 'interrupted', stop_reason = ?, "
+                             "finished_at = ? WHERE id = ? AND status = 'running'",
+                             (reason, now, run_id))
+
+        self._run(close, "write to")
+        return [run_id for run_id, _ in gone]
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -211,7 +139,7 @@ class AgentLog(SideTable):
             "completion_tokens": run.completion_tokens, "sandbox_ms": run.sandbox_ms,
             "settings_json": _json(run.settings),
             "run_json": _json({"functions": run.functions, "system_prompt": run.system_prompt,
-                               "tools": run.tools}),
+                               "tools": run.tools, "owner": _owner()}),
         }
 
     # -- reading -----------------------------------------------------------------------------
@@ -265,13 +193,51 @@ class AgentLog(SideTable):
         rows = self._run(lambda conn: conn.execute(
             f"SELECT run_id, COUNT(*) FROM agent_turns WHERE run_id IN ({marks}) GROUP BY run_id",
             list(run_ids)).fetchall(), "read")
-        return {run_id: count for run_id, count in rows}
+        return dict(rows)
 
     def _with_turns(self, row: Sequence[Any]) -> AgentRun:
         turn_rows = self._run(lambda conn: conn.execute(
             f"SELECT {', '.join(_TURN_COLUMNS)} FROM agent_turns WHERE run_id = ? ORDER BY number",
             (row[0],)).fetchall(), "read")
         return _run_from_row(row, [_turn_from_row(r) for r in turn_rows])
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot): a pid reused later differs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner() -> dict[str, Any]:
+    """The process writing a run: enough to tell later whether it is still alive."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id(),
+            "started": _start_ticks(os.getpid())}
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool | None:
+    """Whether a run's owner still runs: None when this machine cannot tell (another host)."""
+    if owner.get("host") != socket.gethostname():
+        return None
+    if owner.get("boot_id") and _boot_id() and owner.get("boot_id") != _boot_id():
+        return False  # the machine has rebooted since
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return None
+    started = _start_ticks(pid)
+    if started is None:
+        return False
+    return owner.get("started") in (None, started)
 
 
 def _like_prefix(prefix: str) -> str:
