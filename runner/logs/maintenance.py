@@ -4,7 +4,8 @@ What goes: executions started before the cut-off, and agent runs started before 
 all their turns and all their executions (a run is kept or dropped whole). The search
 index follows by its triggers. Function versions stay: they are the history of what the
 function sets are now, however old. A replay whose original is deleted keeps its row;
-its `replay_of` becomes NULL (the foreign key says ON DELETE SET NULL).
+its `replay_of` becomes NULL (the foreign key says ON DELETE SET NULL). The filter
+choices (execution_facets) are recomputed from what is left.
 
 The deletes are one transaction; VACUUM afterwards gives the freed pages back to the file
 system (it cannot run inside a transaction, and needs as much free disk as the file).
@@ -60,6 +61,12 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         conn.execute("DELETE FROM executions WHERE started_at < :cut", cut)
         conn.execute(f"DELETE FROM agent_turns WHERE run_id IN ({_OLD_RUNS})", cut)
         conn.execute("DELETE FROM agent_runs WHERE started_at < :cut", cut)
+        # The filter choices: only values that are still there.
+        conn.execute("DELETE FROM execution_facets")
+        conn.execute("INSERT INTO execution_facets (kind, value) "
+                     "SELECT 'backend', backend FROM executions UNION "
+                     "SELECT 'source', source FROM executions UNION "
+                     "SELECT 'function', function FROM executions WHERE function IS NOT NULL")
         return counts
 
     if dry_run:

@@ -243,10 +243,11 @@ MIGRATIONS: list[Migration] = [
         DROP TABLE executions;
         ALTER TABLE executions_v4 RENAME TO executions;
 
+        -- Few indexes: each one is written with every execution. Backends and sources
+        -- have a handful of values each; lists filtered by them walk the time index, and
+        -- the values themselves (for a form's choices) are in execution_facets.
         CREATE INDEX executions_started_at ON executions (started_at, id);
         CREATE INDEX executions_status ON executions (status, started_at);
-        CREATE INDEX executions_backend ON executions (backend);
-        CREATE INDEX executions_source ON executions (source);
         CREATE INDEX executions_function ON executions (function) WHERE function IS NOT NULL;
         CREATE INDEX executions_agent ON executions (agent_run_id, agent_turn)
             WHERE agent_run_id IS NOT NULL;
@@ -254,25 +255,36 @@ MIGRATIONS: list[Migration] = [
 
         -- Full-text search over what ran and what it printed, without a second copy of
         -- the text: the index reads the executions table itself (external content).
+        -- Rows are indexed in batches by the writer (runner.logs.store: every few dozen
+        -- rows, and when a store closes), because indexing one row per transaction
+        -- doubles the cost of logging an execution; `indexed_up_to` is the last row in
+        -- the index, and searches match the few rows after it on the fly. Deletes and
+        -- updates of indexed rows are kept in step here, by triggers.
+        -- columnsize=0: no per-row table of token counts (only ranking by relevance needs
+        -- it; lists here are in time order), one write less per row.
         CREATE VIRTUAL TABLE executions_fts USING fts5 (
             code, stdout, stderr, error_type, error_message, error_traceback,
-            content = 'executions', content_rowid = 'seq'
+            content = 'executions', content_rowid = 'seq', columnsize = 0
         );
-        CREATE TRIGGER executions_fts_insert AFTER INSERT ON executions BEGIN
-            INSERT INTO executions_fts (rowid, code, stdout, stderr, error_type, error_message,
-                                        error_traceback)
-            VALUES (new.seq, new.code, new.stdout, new.stderr, new.error_type,
-                    new.error_message, new.error_traceback);
-        END;
+        CREATE TABLE executions_fts_state (
+            id            INTEGER PRIMARY KEY CHECK (id = 1),
+            indexed_up_to INTEGER NOT NULL          -- every row with seq <= this is indexed
+        );
         CREATE TRIGGER executions_fts_delete AFTER DELETE ON executions BEGIN
             INSERT INTO executions_fts (executions_fts, rowid, code, stdout, stderr, error_type,
                                         error_message, error_traceback)
-            VALUES ('delete', old.seq, old.code, old.stdout, old.stderr, old.error_type,
-                    old.error_message, old.error_traceback);
+            SELECT 'delete', old.seq, old.code, old.stdout, old.stderr, old.error_type,
+                   old.error_message, old.error_traceback
+            WHERE old.seq <= (SELECT indexed_up_to FROM executions_fts_state);
+            -- A new row takes the number after the largest one left: keep the mark below it,
+            -- so that the new row counts as not indexed yet.
+            UPDATE executions_fts_state
+            SET indexed_up_to = (SELECT coalesce(max(seq), 0) FROM executions)
+            WHERE indexed_up_to > (SELECT coalesce(max(seq), 0) FROM executions);
         END;
         CREATE TRIGGER executions_fts_update
         AFTER UPDATE OF code, stdout, stderr, error_type, error_message, error_traceback
-        ON executions BEGIN
+        ON executions WHEN old.seq <= (SELECT indexed_up_to FROM executions_fts_state) BEGIN
             INSERT INTO executions_fts (executions_fts, rowid, code, stdout, stderr, error_type,
                                         error_message, error_traceback)
             VALUES ('delete', old.seq, old.code, old.stdout, old.stderr, old.error_type,
@@ -283,6 +295,26 @@ MIGRATIONS: list[Migration] = [
                     new.error_message, new.error_traceback);
         END;
         INSERT INTO executions_fts (executions_fts) VALUES ('rebuild');
+        INSERT INTO executions_fts_state (id, indexed_up_to)
+        SELECT 1, coalesce(max(seq), 0) FROM executions;
+
+        -- Every value of backend, source and function that occurs (or occurred: prune
+        -- recomputes them), for filter choices. An insert that finds its values here
+        -- writes nothing, unlike an index, which every insert writes.
+        CREATE TABLE execution_facets (
+            kind  TEXT NOT NULL,                    -- backend, source, function
+            value TEXT NOT NULL,
+            PRIMARY KEY (kind, value)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER executions_facets AFTER INSERT ON executions BEGIN
+            INSERT OR IGNORE INTO execution_facets (kind, value)
+            VALUES ('backend', new.backend), ('source', new.source);
+            INSERT OR IGNORE INTO execution_facets (kind, value)
+            SELECT 'function', new.function WHERE new.function IS NOT NULL;
+        END;
+        INSERT OR IGNORE INTO execution_facets (kind, value)
+        SELECT 'backend', backend FROM executions UNION SELECT 'source', source FROM executions
+        UNION SELECT 'function', function FROM executions WHERE function IS NOT NULL;
 
         -- The words of a turn a person searches for: the model's reply (its text and the
         -- calls it made) and the feedback sent back. A view supplies them to the index.

@@ -19,7 +19,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -125,8 +125,14 @@ class ExecutionFilter(BaseModel):
                 f"bad filter ({problems})",
                 fix="statuses are: " + ", ".join(s.value for s in Status)) from None
 
-    def where(self) -> tuple[str, list[Any]]:
-        """(" WHERE ...", parameters), or ("", []) when nothing is filtered."""
+    def where(self, conn: sqlite3.Connection, *, by_time: bool = True) -> Where:
+        """The WHERE clause (" WHERE ..." or "") with its parameters. A search also matches
+        the rows not yet in the index (see `pending_matches`), so it needs the connection.
+
+        `by_time`: the rows will be read newest (or oldest) first. Then a search for common
+        words walks the time index and checks each row against the matches, which stops
+        after a page; rarer words are looked up the other way round (their few rows
+        fetched, then sorted). Which is which is found by counting a few matches."""
         clauses: list[str] = []
         params: list[Any] = []
         for column, value in (("status", self.status), ("backend", self.backend),
@@ -142,10 +148,57 @@ class ExecutionFilter(BaseModel):
             clauses.append("started_at < ?")
             params.append(iso_utc(self.until))
         match = fts_match(self.query) if self.query else None
+        pending: dict[int, str] = {}
         if match is not None:
-            clauses.append("seq IN (SELECT rowid FROM executions_fts WHERE executions_fts MATCH ?)")
+            pending = pending_matches(conn, match)
+            common = by_time and conn.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM executions_fts WHERE executions_fts MATCH ? "
+                "LIMIT ?)", (match, _COMMON_MATCHES)).fetchone()[0] >= _COMMON_MATCHES
+            # The unary + keeps SQLite from driving the query by the search's rows.
+            column = "+seq" if common else "seq"
+            search = f"{column} IN (SELECT rowid FROM executions_fts WHERE executions_fts MATCH ?)"
             params.append(match)
-        return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+            if pending:
+                search = f"({search} OR seq IN ({', '.join('?' for _ in pending)}))"
+                params += list(pending)
+            clauses.append(search)
+        return Where(" WHERE " + " AND ".join(clauses) if clauses else "", params, pending,
+                     match)
+
+
+# A search matching at least this many rows is read along the time index (see `where`).
+_COMMON_MATCHES = 500
+
+
+class Where(NamedTuple):
+    sql: str
+    params: list[Any]
+    pending_snippets: dict[int, str]  # seq -> snippet, for matching rows not yet indexed
+    match: str | None  # the FTS5 query, if searching
+
+
+FTS_COLUMNS = ("code", "stdout", "stderr", "error_type", "error_message", "error_traceback")
+
+
+def pending_matches(conn: sqlite3.Connection, match: str) -> dict[int, str]:
+    """The rows after the search index's mark (the writer indexes in batches) that match
+    `match`, with their snippets: found by an in-memory index of the same kind, built for
+    this query from those few rows, so a search sees every row the moment it is logged."""
+    columns = ", ".join(FTS_COLUMNS)
+    rows = conn.execute(f"SELECT seq, {columns} FROM executions WHERE seq > "
+                        "(SELECT indexed_up_to FROM executions_fts_state) ORDER BY seq").fetchall()
+    if not rows:
+        return {}
+    memory = sqlite3.connect(":memory:")
+    try:
+        memory.execute(f"CREATE VIRTUAL TABLE pending USING fts5 ({columns})")
+        memory.executemany(f"INSERT INTO pending (rowid, {columns}) VALUES "
+                           f"({', '.join('?' * (len(FTS_COLUMNS) + 1))})", rows)
+        found = memory.execute("SELECT rowid, snippet(pending, -1, ?, ?, '…', 16) FROM pending "
+                               "WHERE pending MATCH ?", (HIT_START, HIT_END, match)).fetchall()
+    finally:
+        memory.close()
+    return {int(row[0]): str(row[1]) for row in found}
 
 
 class Cursor(BaseModel):
@@ -227,7 +280,8 @@ def list_executions(conn: sqlite3.Connection, where: ExecutionFilter, *, sort: s
     if column is None:
         raise ConfigurationError(f"cannot sort by {sort!r}",
                                  fix="sort by one of: " + ", ".join(SORT_COLUMNS))
-    sql_where, params = where.where()
+    found = where.where(conn, by_time=sort == "started")
+    sql_where, params = found.sql, list(found.params)
     if after is not None:
         keyset = f"({column}, id) {'<' if descending else '>'} (?, ?)"
         sql_where = f"{sql_where} AND {keyset}" if sql_where else f" WHERE {keyset}"
@@ -238,7 +292,7 @@ def list_executions(conn: sqlite3.Connection, where: ExecutionFilter, *, sort: s
     rows = conn.execute(sql, [*params, limit + 1]).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
-    snippets = _snippets(conn, where, [row[-1] for row in rows])
+    snippets = _snippets(conn, found, [row[-1] for row in rows])
     items = [ExecutionSummary(
         id=r[0], started_at=datetime.fromisoformat(r[1]), source=r[2], backend=r[3], status=r[4],
         duration_ms=r[5], cpu_ms=r[6], max_rss_kb=r[7], function=r[8], code_preview=r[9] or "",
@@ -251,34 +305,45 @@ def list_executions(conn: sqlite3.Connection, where: ExecutionFilter, *, sort: s
     return Page(items=items, next_cursor=next_cursor)
 
 
-def _snippets(conn: sqlite3.Connection, where: ExecutionFilter, seqs: Sequence[int]) -> dict[int, str]:
+def _snippets(conn: sqlite3.Connection, found: Where, seqs: Sequence[int]) -> dict[int, str]:
     """The matched words in context, for the rows of one page only (snippets cost work)."""
-    match = fts_match(where.query) if where.query else None
-    if match is None or not seqs:
+    if found.match is None or not seqs:
         return {}
-    marks = ", ".join("?" for _ in seqs)
-    rows = conn.execute(
-        f"SELECT rowid, snippet(executions_fts, -1, ?, ?, '…', 16) FROM executions_fts "
-        f"WHERE executions_fts MATCH ? AND rowid IN ({marks})",
-        [HIT_START, HIT_END, match, *seqs]).fetchall()
-    return {int(row[0]): str(row[1]) for row in rows}
+    snippets = {seq: found.pending_snippets[seq] for seq in seqs if seq in found.pending_snippets}
+    indexed = [seq for seq in seqs if seq not in snippets]
+    if indexed:
+        marks = ", ".join("?" for _ in indexed)
+        rows = conn.execute(
+            f"SELECT rowid, snippet(executions_fts, -1, ?, ?, '…', 16) FROM executions_fts "
+            f"WHERE executions_fts MATCH ? AND rowid IN ({marks})",
+            [HIT_START, HIT_END, found.match, *indexed]).fetchall()
+        snippets.update({int(row[0]): str(row[1]) for row in rows})
+    return snippets
 
 
 def count_executions(conn: sqlite3.Connection, where: ExecutionFilter) -> int:
-    sql_where, params = where.where()
-    return int(conn.execute(f"SELECT COUNT(*) FROM executions{sql_where}", params).fetchone()[0])
+    found = where.where(conn)
+    return int(conn.execute(f"SELECT COUNT(*) FROM executions{found.sql}", found.params).fetchone()[0])
 
 
 def execution_ids(conn: sqlite3.Connection, where: ExecutionFilter, *, limit: int | None = None,
                   newest_first: bool = True) -> list[str]:
     """Ids of the matching executions, by time."""
-    sql_where, params = where.where()
+    found = where.where(conn)
+    sql_where, params = found.sql, list(found.params)
     direction = "DESC" if newest_first else "ASC"
     sql = f"SELECT id FROM executions{sql_where} ORDER BY started_at {direction}, id {direction}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
     return [row[0] for row in conn.execute(sql, params).fetchall()]
+
+
+def execution_links(conn: sqlite3.Connection, execution_id: str) -> tuple[str | None, int | None, str | None]:
+    """(agent run, turn, original of a replay) that an execution's foreign keys name."""
+    row = conn.execute("SELECT agent_run_id, agent_turn, replay_of FROM executions WHERE id = ?",
+                       (execution_id,)).fetchone()
+    return (row[0], row[1], row[2]) if row else (None, None, None)
 
 
 def replays_of(conn: sqlite3.Connection, execution_id: str) -> list[tuple[str, str]]:
@@ -290,17 +355,11 @@ def replays_of(conn: sqlite3.Connection, execution_id: str) -> list[tuple[str, s
 
 def distinct_values(conn: sqlite3.Connection, column: Literal["backend", "source", "function"],
                     *, limit: int = 200) -> list[str]:
-    """The values a filter can take (for a form's choices); the column is one of three.
-
-    Each column has an index, so this hops from one value to the next in it (a query per
-    distinct value) instead of reading every row, as SELECT DISTINCT would."""
-    if column not in ("backend", "source", "function"):
-        raise ValueError(f"no index on {column!r}")
-    sql = (f"WITH RECURSIVE v(x, n) AS ("
-           f" SELECT (SELECT MIN({column}) FROM executions WHERE {column} IS NOT NULL), 1"
-           f" UNION ALL SELECT (SELECT MIN({column}) FROM executions WHERE {column} > v.x), n + 1"
-           f" FROM v WHERE v.x IS NOT NULL AND n < ?) SELECT x FROM v WHERE x IS NOT NULL")
-    return [str(row[0]) for row in conn.execute(sql, (limit,)).fetchall()]
+    """The values a filter can take (for a form's choices), from the facets table that a
+    trigger keeps (see migration 4)."""
+    rows = conn.execute("SELECT value FROM execution_facets WHERE kind = ? ORDER BY value LIMIT ?",
+                        (column, limit)).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 # -- agent runs ------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from runner.logs.migrations import (
     latest_version,
     user_version,
 )
-from runner.logs.query import ExecutionFilter
+from runner.logs.query import ExecutionFilter, count_executions
 from runner.paths import log_db_path
 from runner.types import ExecutionRequest, ExecutionResult, Resources, Status
 
@@ -116,11 +116,13 @@ class LogStore:
         self._path = Path(path) if path is not None else log_db_path()
         self._lock = threading.RLock()
         self._read_only = read_only
+        self._indexed_up_to = 0  # the search index's mark, as this store last saw it
         if read_only:
             self._conn: sqlite3.Connection | None = open_read_only(self._path, busy_timeout_s, migrations)
         else:
             self._conn = _open(self._path, busy_timeout_s, migrations)
             self._import_spool()
+            self._index_pending()  # rows a writer that died left out of the search index
 
     @classmethod
     def for_reading(cls, path: Path | str | None = None) -> LogStore:
@@ -162,6 +164,8 @@ class LogStore:
         """Close the connection. Idempotent. Later writes go to the spool, reads raise."""
         with self._lock:
             if self._conn is not None:
+                if not self._read_only:
+                    self._index_pending()
                 self._conn.close()
                 self._conn = None
 
@@ -199,7 +203,9 @@ class LogStore:
             row = _to_row(request, result, source, meta or {})
             with self._lock:
                 conn = self._connection()
-                conn.execute(_INSERT, row)
+                seq = conn.execute(_INSERT, row).lastrowid or 0
+                if seq - self._indexed_up_to >= INDEX_BATCH:
+                    self._index_pending()
             return
         except sqlite3.IntegrityError as exc:
             if "UNIQUE" in str(exc):
@@ -272,6 +278,7 @@ class LogStore:
                     except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
                         rejected.append(line)
                 rows = kept
+        self._index_pending()
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
             rejected_path = self._path.parent / REJECTED_SPOOL_NAME
@@ -280,6 +287,17 @@ class LogStore:
                 "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
             )
         return len(rows)
+
+    def _index_pending(self) -> None:
+        """Bring the search index up to the last row (see `index_pending`). A failure costs
+        a warning: the rows are logged, and searches still match rows not yet indexed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with transaction(conn):
+                    self._indexed_up_to = index_pending(conn)
+            except sqlite3.Error as exc:
+                logger.warning("could not update the search index of %s: %s", self._path, exc)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -326,16 +344,18 @@ class LogStore:
             raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
         where = ExecutionFilter.of(status=status, backend=backend, source=source, function=function,
                                    since=since, until=until, query=query, agent_run=agent_run)
-        sql_where, params = where.where()
-        sql = f"{_SELECT}{sql_where} ORDER BY started_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_from_row(row) for row in self._query(sql, params)]
+        def rows(conn: sqlite3.Connection) -> list[Any]:
+            found = where.where(conn)
+            sql = f"{_SELECT}{found.sql} ORDER BY started_at DESC, id DESC"
+            params = [*found.params, *([limit] if limit is not None else [])]
+            return conn.execute(sql + (" LIMIT ?" if limit is not None else ""), params).fetchall()
+
+        return [_from_row(row) for row in self.read(rows)]
 
     def iter_executions(self, where: ExecutionFilter, *, batch: int = 500) -> Iterator[ExecutionRecord]:
         """Every matching execution, oldest first, read in batches (for exports)."""
-        sql_where, params = where.where()
+        found = self.read(where.where)
+        sql_where, params = found.sql, found.params
         last: tuple[str, str] | None = None
         while True:
             clause = sql_where
@@ -360,8 +380,7 @@ class LogStore:
         source: str | None = None,
     ) -> int:
         where = ExecutionFilter.of(status=status, backend=backend, source=source)
-        sql_where, params = where.where()
-        return int(self._query(f"SELECT COUNT(*) FROM executions{sql_where}", params)[0][0])
+        return self.read(lambda conn: count_executions(conn, where))
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on the store's connection, under its lock and outside a transaction
@@ -682,14 +701,35 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
 
 
 def insert_records(conn: sqlite3.Connection, records: Iterable[ExecutionRecord]) -> int:
-    """Insert the records whose ids are not in the log yet; how many were new. For
-    imports: the caller holds the transaction (`LogStore.write`)."""
+    """Insert the records whose ids are not in the log yet, and index them; how many were
+    new. For imports: the caller holds the transaction (`LogStore.write`)."""
     added = 0
     for record in records:
         cursor = conn.execute(_INSERT_OR_IGNORE, _to_row(record.request, record.result,
                                                          record.source, record.meta))
         added += max(cursor.rowcount, 0)
+    index_pending(conn)
     return added
+
+
+# Rows are added to the search index in batches of about this many: one index update per
+# execution would cost as much as writing the execution itself.
+INDEX_BATCH = 64
+_INDEX_ROWS = (
+    "INSERT INTO executions_fts (rowid, code, stdout, stderr, error_type, error_message, "
+    "error_traceback) SELECT seq, code, stdout, stderr, error_type, error_message, "
+    "error_traceback FROM executions WHERE seq > ? ORDER BY seq")
+
+
+def index_pending(conn: sqlite3.Connection) -> int:
+    """Add the rows after the index's mark to the search index and move the mark; returns
+    the new mark. The caller holds a write transaction, so no row arrives meanwhile."""
+    mark = int(conn.execute("SELECT indexed_up_to FROM executions_fts_state").fetchone()[0])
+    last = int(conn.execute("SELECT coalesce(max(seq), 0) FROM executions").fetchone()[0])
+    if last > mark:
+        conn.execute(_INDEX_ROWS, (mark,))
+        conn.execute("UPDATE executions_fts_state SET indexed_up_to = ?", (last,))
+    return last
 
 
 def _iso_utc(moment: datetime) -> str:

@@ -25,7 +25,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket (port 0 picks a free one); a clear error when the address is taken."""
     try:
         family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are
+        # TCP, and without it a response written in two parts waits for a delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
         sock.listen(128)

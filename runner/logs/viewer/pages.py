@@ -35,6 +35,7 @@ from runner.logs.query import (
     Cursor,
     ExecutionFilter,
     distinct_values,
+    execution_links,
     list_executions,
     list_functions,
     list_runs,
@@ -192,9 +193,7 @@ def execution(request: Request, store: LogStore) -> Response:
         return RedirectResponse(f"/executions/{record.id}", 302)  # a prefix: the real address
     full = request.query_params.get("full") == "1"
     result, request_ = record.result, record.request
-    links = store.read(lambda conn: conn.execute(
-        "SELECT agent_run_id, agent_turn, replay_of FROM executions WHERE id = ?",
-        (record.id,)).fetchone())
+    links = store.read(lambda conn: execution_links(conn, record.id))
     bodies = {}
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         shown, left_out = render.cut(text, full=full)
