@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,17 @@ from runner.ids import new_id
 from runner.logs import MIGRATIONS, ExecutionRecord, LogStore
 from runner.logs.migrations import apply_migrations
 from runner.logs.store import insert_records
-from runner.types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, Limits, Resources, Status
+from runner.types import (
+    ErrorInfo,
+    ExecutionRequest,
+    ExecutionResult,
+    FunctionCall,
+    Limits,
+    Resources,
+    Status,
+)
 
-WORDS = ("alpha beta gamma delta epsilon zeta theta lambda sigma omega matrix vector solve "
-         "integral series prime factor root sum product limit").split()
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "lambda", "sigma", "omega", "matrix", "vector", "solve", "integral", "series", "prime", "factor", "root", "sum", "product", "limit"]
 
 
 def make_record(rng: random.Random, started: datetime) -> ExecutionRecord:
@@ -79,7 +86,7 @@ def make_record(rng: random.Random, started: datetime) -> ExecutionRecord:
 
 def seed(path: Path, count: int) -> None:
     rng = random.Random(7)
-    start = datetime.now(timezone.utc) - timedelta(days=60)
+    start = datetime.now(UTC) - timedelta(days=60)
     step = timedelta(days=60) / count
     with LogStore(path) as store:
         batch: list[ExecutionRecord] = []
@@ -104,7 +111,7 @@ def _v3_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
     """The row as schema version 3 wrote it (the code of that version, verbatim in substance)."""
     error = result.error
     return {
-        "id": result.id, "started_at": result.started_at.astimezone(timezone.utc).isoformat(
+        "id": result.id, "started_at": result.started_at.astimezone(UTC).isoformat(
             timespec="microseconds"),
         "source": source, "backend": result.backend, "status": str(result.status),
         "exit_code": result.exit_code, "duration_ms": result.duration_ms, "code": request.code,
@@ -133,7 +140,7 @@ class V3Writer:
         self.conn.execute("PRAGMA foreign_keys = ON")
         apply_migrations(self.conn, path, MIGRATIONS[:3])
         self.lock = threading.RLock()
-        columns = list(_v3_row(*_pair(make_record(random.Random(1), datetime.now(timezone.utc)))))
+        columns = list(_v3_row(*_pair(make_record(random.Random(1), datetime.now(UTC)))))
         self.sql = (f"INSERT INTO executions ({', '.join(columns)}) "
                     f"VALUES ({', '.join(':' + c for c in columns)})")
 
@@ -164,7 +171,7 @@ def write_ratio(directory: Path, count: int, rounds: int) -> tuple[float, float]
     rng = random.Random(11)
     now_samples, then_samples = [], []
     for round_number in range(rounds):
-        records = [make_record(rng, datetime.now(timezone.utc)) for _ in range(count)]
+        records = [make_record(rng, datetime.now(UTC)) for _ in range(count)]
         # Fresh ids per round, the same records for both schemas.
         then = V3Writer(directory / f"v3-{round_number}.db")
         with LogStore(directory / f"v4-{round_number}.db") as store:

@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -113,7 +113,7 @@ def _read_only_mount(directory: Path, command: str) -> subprocess.CompletedProce
         pytest.skip("needs root and unshare(1) to mount a directory read-only")
     script = (f"mount --bind {directory} {directory} && mount -o remount,ro,bind {directory} "
               f"&& {command}")
-    return subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True,
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, check=False,
                           env={**os.environ, "RUNNER_HOME": str(directory)}, timeout=120)
 
 
@@ -204,11 +204,11 @@ def test_a_damaged_import_imports_nothing(seeded: Seeded, tmp_path: Path):
 
 
 def test_prune_deletes_old_rows_with_their_index_and_vacuums(tmp_path: Path):
-    old = datetime.now(timezone.utc) - timedelta(days=40)
+    old = datetime.now(UTC) - timedelta(days=40)
     db = tmp_path / "runner.db"
     with LogStore(db) as store:
         keep, drop = [], []
-        for started, bucket in ((old, drop), (datetime.now(timezone.utc), keep)):
+        for started, bucket in ((old, drop), (datetime.now(UTC), keep)):
             for _ in range(20):
                 request, result = make_pair(started_at=started, code="print('prunable words')")
                 result = result.model_copy(update={"stdout": "x" * 50_000})
@@ -217,10 +217,10 @@ def test_prune_deletes_old_rows_with_their_index_and_vacuums(tmp_path: Path):
         log = AgentLog(store)
         run = AgentRun(id=new_id(), task="old run", protocol="json", started_at=old)
         log.start(run)
-        request, in_run = make_pair(started_at=datetime.now(timezone.utc))  # late, but in an old run
+        request, in_run = make_pair(started_at=datetime.now(UTC))  # late, but in an old run
         store.record_execution(request, in_run, meta={"agent_run": run.id, "agent_turn": 1})
         log.add_turn(run.id, AgentTurn(number=1, started_at=old, messages_sent=[], execution_ids=[in_run.id]))
-        _, replay = make_pair(started_at=datetime.now(timezone.utc))
+        _, replay = make_pair(started_at=datetime.now(UTC))
         store.record_execution(request, replay, meta={"replay_of": drop[0]})
     size_before = db.stat().st_size
 

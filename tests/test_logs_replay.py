@@ -131,3 +131,24 @@ def test_an_agent_run_replays_its_executions_in_order_without_a_model(home: Path
 def test_replaying_an_unknown_id_is_a_clear_error(home: Path, store: LogStore):
     result = cli(home, "replay", "ZZZZZZZZ")
     assert result.exit_code == 1 and "no execution with an id starting" in result.output
+
+
+def test_a_docker_run_replays_in_the_same_image_or_says_it_changed(home: Path, store: LogStore):
+    from conftest import backend_options
+
+    options = backend_options("docker")
+    with Sandbox(backend="docker", log_store=store, **options) as sandbox:
+        original = sandbox.run("import sys\nprint(sys.version_info[:2], sum(range(100)))").id
+    first = replay(store, original, sandbox_options=options)[0]
+    assert isinstance(first, ReplayOutcome)
+    assert first.verdict is Verdict.IDENTICAL and first.warnings == []
+    assert store.get_execution(first.replay).result.backend == "docker"
+    assert store.get_execution(first.replay).result.image == store.get_execution(original).result.image
+
+    # The log says another image ran it: the replay says so.
+    record = store.get_execution(original)
+    moved = record.result.model_copy(update={"id": new_id(), "image": "sha256:" + "0" * 64})
+    store.record_execution(record.request, moved)
+    outcome = replay(store, moved.id, sandbox_options=options)[0]
+    assert isinstance(outcome, ReplayOutcome) and outcome.verdict is Verdict.IDENTICAL
+    assert any("the sandbox image changed" in warning for warning in outcome.warnings)

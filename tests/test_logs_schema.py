@@ -19,7 +19,14 @@ from runner.logs import MIGRATIONS, ExecutionRecord, LogStore
 from runner.logs.agent import AgentLog, AgentRun, AgentTurn
 from runner.logs.query import ExecutionFilter, count_executions
 from runner.logs.store import INDEX_BATCH
-from runner.types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, SourceFile, Status
+from runner.types import (
+    ErrorInfo,
+    ExecutionRequest,
+    ExecutionResult,
+    FunctionCall,
+    SourceFile,
+    Status,
+)
 
 
 def raw(path: Path) -> sqlite3.Connection:
