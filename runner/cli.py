@@ -260,63 +260,6 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
     sys.exit(0 if result.status is Status.OK else 1)
 
 
-@main.group("logs")
-def logs_group() -> None:
-    """Browse the log of executions."""
-
-
-@logs_group.command("list")
-@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
-@click.option("--backend", help="Only this backend.")
-@click.option("--source", help="Only runs from this source (cli, api, demo, ...).")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-def logs_list(status: str | None, backend: str | None, source: str | None, count: int,
-              as_json: bool) -> None:
-    """Recent executions, newest first."""
-    from .logs import LogStore, render_execution_list
-
-    with LogStore() as store:
-        records = store.list_executions(status=status, backend=backend, source=source, limit=count)
-    if as_json:
-        click.echo(json.dumps([record.model_dump(mode="json") for record in records],
-                              ensure_ascii=False))
-    else:
-        click.echo(render_execution_list(records), nl=False)
-
-
-@logs_group.command("show")
-@click.argument("execution_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-def logs_show(execution_id: str, as_json: bool) -> None:
-    """One execution: code, limits, output, error, timings (an id prefix is enough).
-
-    Given an agent run's id, the conversation with the executions it caused, in order."""
-    from .logs import LogStore, render_execution
-    from .logs.agent import find_agent_run, load_executions, render_agent_run
-
-    with LogStore() as store:
-        run = find_agent_run(store, execution_id)
-        if run is not None:
-            click.echo(json.dumps(run.to_json_dict(), ensure_ascii=False) if as_json
-                       else render_agent_run(run, load_executions(store, run)), nl=as_json)
-            return
-        record = store.get_execution(execution_id)
-    if as_json:
-        click.echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
-    else:
-        click.echo(render_execution(record), nl=False)
-
-
-@logs_group.command("path")
-def logs_path() -> None:
-    """The SQLite file, for any SQLite tool."""
-    from .paths import log_db_path
-
-    click.echo(str(log_db_path()))
-
-
 @main.command("demo")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True)
@@ -325,9 +268,12 @@ def demo_command(backend: str) -> None:
     from .demo import run_demo
 
     run_demo(backend=backend, echo=click.echo)
+    from .cli_logs import logs_list
+
     ctx = click.get_current_context()
     click.echo("\n$ runner logs list -n 10 --source demo")
-    ctx.invoke(logs_list, status=None, backend=None, source="demo", count=10, as_json=False)
+    ctx.invoke(logs_list, query=None, status=None, backend=None, source="demo", function=None,
+               since=None, until=None, run_id=None, count=10, as_json=False, raw=False)
 
 
 def _register_docker_commands() -> None:
@@ -340,8 +286,18 @@ def _register_docker_commands() -> None:
 _register_docker_commands()
 
 
+def _register_logs_commands() -> None:
+    from .cli_logs import logs_group
+
+    main.add_command(logs_group)
+
+
+_register_logs_commands()
+
+
 def _register_agent_commands() -> None:
     from .cli_agent import agent_command, logs_runs
+    from .cli_logs import logs_group
 
     main.add_command(agent_command)
     logs_group.add_command(logs_runs)

@@ -16,7 +16,7 @@ from typing import IO, Any, TypeVar
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .logs.render import _clean as clean_text
+from .terminal import sanitize_for_terminal as clean_text
 
 _Line = TypeVar("_Line", bound=BaseModel)
 

@@ -16,7 +16,9 @@ the exact text (`json_text` escapes the characters JSON would otherwise carry ra
 changes no value).
 
 Colour (`colour_enabled`, `style`, `status`, `diff`) is for statuses and diffs, only on a
-terminal, and never with `NO_COLOR` set (https://no-color.org) or `TERM=dumb`.
+terminal, and never with `NO_COLOR` set (https://no-color.org) or `TERM=dumb`. `Style`
+bundles the two choices a renderer of human-facing text makes (sanitize unless raw;
+colour only where it helps) for the log renderers.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import IO, Any
 
 # C0 controls but newline and tab, DEL, C1 controls, the Arabic letter mark, left-to-right
 # and right-to-left marks, line and paragraph separators, bidi embeddings, overrides and
@@ -63,23 +66,31 @@ def json_text(data: Any, *, indent: int | None = None) -> str:
 
 _CODES = {"ok": "32", "error": "31", "warning": "33", "denied": "35", "muted": "2",
           "heading": "1", "added": "32", "removed": "31", "hunk": "36"}
+# Statuses of executions, agent runs and replay verdicts, by what they mean for a reader.
 _STATUS_ROLES = {
-    "ok": "ok", "answered": "ok",
+    "ok": "ok", "answered": "ok", "identical": "ok",
     "error": "error", "crashed": "error", "llm_error": "error", "install_failed": "error",
+    "different_status": "error",
     "timeout": "warning", "memory_limit": "warning", "budget": "warning", "max_turns": "warning",
     "gave_up": "warning", "interrupted": "warning", "running": "warning",
+    "different_output": "warning",
     "denied": "denied", "invalid_args": "denied",
 }
 
 
-def colour_enabled(stream: TextIO) -> bool:
+def is_terminal(stream: IO[Any] | None) -> bool:
+    """True when `stream` is a terminal (not a pipe, a file or a closed stream)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def colour_enabled(stream: IO[Any] | None) -> bool:
     """Colour for `stream`: a terminal, without NO_COLOR (any non-empty value) or TERM=dumb."""
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
+    return is_terminal(stream)
 
 
 def style(text: str, role: str, *, enabled: bool) -> str:
@@ -101,7 +112,39 @@ def diff(text: str, *, enabled: bool) -> str:
     lines = []
     for line in text.split("\n"):
         body = line.lstrip(" ")  # diffs are often shown indented
-        role = ("heading" if body.startswith(("+++", "---")) else "added" if body.startswith("+")
-                else "removed" if body.startswith("-") else "hunk" if body.startswith("@@") else "")
+        role = _diff_role(body)
         lines.append(line[:len(line) - len(body)] + style(body, role, enabled=True) if role else line)
     return "\n".join(lines)
+
+
+def _diff_role(line: str) -> str:
+    return ("heading" if line.startswith(("+++", "---")) else "added" if line.startswith("+")
+            else "removed" if line.startswith("-") else "hunk" if line.startswith("@@") else "")
+
+
+@dataclass(frozen=True)
+class Style:
+    """How to write human-facing text: `raw` keeps control characters, `colour` paints."""
+
+    colour: bool = False
+    raw: bool = False
+
+    @classmethod
+    def for_stream(cls, stream: IO[Any] | None, *, raw: bool = False) -> Style:
+        return cls(colour=colour_enabled(stream), raw=raw)
+
+    def text(self, value: str) -> str:
+        """Untrusted text, made safe for a terminal unless raw."""
+        return value if self.raw else sanitize_for_terminal(value)
+
+    def status(self, value: str) -> str:
+        """A status word coloured by what it means."""
+        return status(value, enabled=self.colour)
+
+    def diff_line(self, line: str) -> str:
+        """One line of a unified diff (already safe), coloured by its kind."""
+        role = _diff_role(line)
+        return style(line, role, enabled=self.colour) if role else line
+
+
+PLAIN = Style()
