@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench venv clean docker-ready e2e-ready
+.PHONY: demo test lint bench venv clean docker-ready e2e-ready chromium-ready
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,14 +41,33 @@ $(E2E_STAMP): $(STAMP) $(E2E_SCRIPT)
 
 e2e-ready: $(E2E_STAMP)
 
-# RUNNER_REQUIRE_E2E, RUNNER_REQUIRE_DOCKER: here a missing model server or Docker
-# engine is a failure, not a skip.
-test: docker-ready e2e-ready
+# The log viewer's browser test drives Debian's chromium, headless, through the Playwright
+# Python package (its own browser downloads are never used). Installed here, as root,
+# when missing.
+chromium-ready:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "chromium is missing: as root, run: apt-get install -y chromium" >&2; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium >/dev/null || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }
+
+# RUNNER_REQUIRE_E2E, RUNNER_REQUIRE_DOCKER: here a missing model server, browser or
+# Docker engine is a failure, not a skip.
+test: docker-ready e2e-ready chromium-ready
 	RUNNER_REQUIRE_E2E=1 RUNNER_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
+
+# Static checks of the package: ruff (style, bugs) and mypy --strict (types), both
+# configured in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check runner/
+	$(BIN)/mypy runner/
 
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py
 	$(BIN)/python bench/bench_docker.py
+	$(BIN)/python bench/bench_checker.py
+	$(BIN)/python bench/bench_viewer.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

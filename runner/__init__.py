@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import RunnerError
+from .logs.functions import Author
 from .sandbox import Sandbox
 from .types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Resources, Status
 
@@ -23,9 +24,13 @@ def __getattr__(name: str) -> Any:
         return getattr(functions, name)
     raise AttributeError(f"module 'runner' has no attribute {name!r}")
 
+
+# The one place the version is written: pyproject.toml reads it from here
+# ([tool.setuptools.dynamic]), and the CLI and the image tags read it from the package.
 __version__ = "0.1.0"
 
 __all__ = [
+    "Author",
     "ErrorInfo",
     "ExecutionRequest",
     "ExecutionResult",

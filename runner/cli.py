@@ -12,30 +12,41 @@ from typing import Any
 
 import click
 
+from . import __version__
 from .backends.base import backend_names
+from .cli_options import limit
+from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
+from .terminal import json_text
+from .terminal import status as status_text
 from .types import ExecutionResult, Limits, Status
 
 
 def _fail(exc: RunnerError) -> None:
-    click.echo(f"runner: error [{exc.code}]: {exc.message}", err=True)
+    printer = Printer()  # error text may quote a model or a file: always made safe
+    printer.text(f"runner: error [{exc.code}]: {exc.message}", err=True)
     if exc.fix:
-        click.echo(f"runner: fix: {exc.fix}", err=True)
+        printer.text(f"runner: fix: {exc.fix}", err=True)
     sys.exit(1)
 
 
 class _Group(click.Group):
-    """Turns RunnerError into a clear message and exit status 1 for every command."""
+    """Turns RunnerError into a clear message and exit status 1 for every command, and
+    Ctrl-C into exit status 130 (what a shell reports for SIGINT) without a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except RunnerError as exc:
             _fail(exc)
+        except KeyboardInterrupt:
+            click.echo("runner: interrupted (Ctrl-C); what ran so far is in the log "
+                       "(runner logs list)", err=True)
+            sys.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="runner")
+@click.version_option(version=__version__, prog_name="runner")
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
 
@@ -49,7 +60,7 @@ def _read_code(source: str) -> str:
             with open(source, "rb") as handle:
                 data = handle.read()
         except OSError as exc:
-            raise click.BadParameter(f"cannot read {source}: {exc.strerror}", param_hint="FILE")
+            raise click.BadParameter(f"cannot read {source}: {exc.strerror}", param_hint="FILE") from None
         where = source
     try:
         return data.decode("utf-8")
@@ -58,47 +69,49 @@ def _read_code(source: str) -> str:
                                  param_hint="FILE") from None
 
 
-def _print_result(result: ExecutionResult, *, show_return: bool = False) -> None:
+def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bool = False) -> None:
     """Human rendering: the program's own output first, then what the runner saw."""
+    printer = Printer(raw=raw)
     if result.stdout:
-        click.echo(result.stdout, nl=not result.stdout.endswith("\n"))
+        printer.output(result.stdout, nl=not result.stdout.endswith("\n"))
     if show_return and result.status is Status.OK:
-        click.echo(json.dumps(result.return_value, ensure_ascii=False))
+        printer.output(json_text(result.return_value))
     if result.stderr:
-        click.echo(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
+        printer.output(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
     if result.error is not None:
         text = result.error.traceback.rstrip("\n") if result.error.traceback else \
             f"{result.error.type}: {result.error.message}"
-        click.echo(text, err=True)
+        printer.text(text, err=True)
         if result.error.traceback and result.error.message not in text:
-            click.echo(result.error.message, err=True)
-    notes = [f"status {result.status}", f"{result.duration_ms} ms",
-             f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
+            printer.text(result.error.message, err=True)
+    notes = [f"status {status_text(str(result.status), enabled=printer.colour(err=True))}",
+             f"{result.duration_ms} ms", f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
     if result.stdout_truncated or result.stderr_truncated:
         notes.append("output truncated")
     if show_return and result.return_is_repr:
         notes.append("return value has no JSON form: shown as its repr")
-    click.echo("-- " + " · ".join(notes), err=True)
+    printer.styled("-- " + " · ".join(notes), err=True)
 
 
 @main.command("exec")
 @click.argument("source", metavar="[FILE|-]", default="-")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
-@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+@click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
-@click.option("--cpu", "cpu_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--cpu", "cpu_s", type=limit("cpu_s"),
               help="CPU-time limit in seconds (default: the timeout).")
-@click.option("--max-output", "max_output_bytes", type=click.IntRange(min=1024),
+@click.option("--max-output", "max_output_bytes", type=limit("max_output_bytes"),
               help="Bytes kept per output stream (default 1000000).")
 @click.option("--package", "packages", multiple=True, metavar="REQ",
               help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
                  cpu_s: float | None, max_output_bytes: int | None, packages: tuple[str, ...],
-                 as_json: bool) -> None:
+                 as_json: bool, raw: bool) -> None:
     """Run Python code from FILE (or standard input, `-`) in the sandbox."""
     from .sandbox import Sandbox
 
@@ -108,9 +121,9 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
     with Sandbox(backend=backend, source="cli") as sandbox:
         result = sandbox.run(code, limits=limits, packages=packages)
     if as_json:
-        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+        click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result)
+        _print_result(result, raw=raw)
     sys.exit(0 if result.status is Status.OK else 1)
 
 
@@ -138,15 +151,16 @@ def functions_group() -> None:
 @click.argument("path", metavar="FILE", type=_SET_FILE)
 @click.option("--code", "show_code", is_flag=True, help="Also print each function's code.")
 @click.option("--json", "as_json", is_flag=True, help="Print the set in canonical JSON.")
-def functions_show(path: str, show_code: bool, as_json: bool) -> None:
+@click.option("--raw", is_flag=True, help=RAW_HELP)
+def functions_show(path: str, show_code: bool, as_json: bool, raw: bool) -> None:
     """Names, versions, descriptions, arguments and packages of the functions in FILE."""
     from .functions.render import render_function_set
 
     function_set = _load_set(path)
     if as_json:
-        click.echo(json.dumps(function_set.to_dict(), ensure_ascii=False, indent=2))
+        click.echo(json_text(function_set.to_dict(), indent=2), color=True)
     else:
-        click.echo(render_function_set(function_set, code=show_code), nl=False)
+        Printer(raw=raw).text(render_function_set(function_set, code=show_code), nl=False)
 
 
 @functions_group.command("schema")
@@ -168,7 +182,7 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
     else:
         items = [{"name": spec.name, "description": spec.description,
                   "parameters": spec.parameters} for spec in specs]
-    click.echo(json.dumps(items[0] if name is not None else items, ensure_ascii=False, indent=2))
+    click.echo(json_text(items[0] if name is not None else items, indent=2), color=True)
 
 
 @functions_group.command("history")
@@ -176,8 +190,9 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
 @click.argument("function", required=False)
 @click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_history(set_name: str | None, function: str | None, count: int | None,
-                      as_json: bool) -> None:
+                      as_json: bool, raw: bool) -> None:
     """Recorded changes of function sets (of one SET, or one FUNCTION of it), with diffs."""
     from .functions.render import render_history
     from .logs import FunctionVersionLog
@@ -185,16 +200,23 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
 
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
     if as_json:
-        click.echo(json.dumps([r.model_dump(mode="json") for r in records], ensure_ascii=False))
+        click.echo(json_text([r.model_dump(mode="json") for r in records]), color=True)
     else:
-        click.echo(render_history(records), nl=False)
+        printer = Printer(raw=raw)
+        printer.styled(render_history(records, safe=not raw, colour=printer.colour()), nl=False)
 
 
-def _parse_arguments(text: str) -> dict[str, Any]:
+def _parse_arguments(text: str) -> dict[str, Any] | str:
+    """The --args object; JSON beyond the argument bounds stays text, so that the call is
+    refused as invalid_args (and logged) like any other call with unusable arguments."""
+    from .jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, loads
+
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--args") from None
+        value = loads(text, ARGUMENT_BOUNDS, what="the JSON", types=False)
+    except JsonBoundsError as exc:
+        if exc.kind != "syntax":
+            return text
+        raise click.BadParameter(str(exc), param_hint="--args") from None
     if not isinstance(value, dict):
         raise click.BadParameter("must be a JSON object of argument names and values, e.g. "
                                  """'{"x": 1}'""", param_hint="--args")
@@ -208,13 +230,14 @@ def _parse_arguments(text: str) -> dict[str, Any]:
               help="The arguments, as one JSON object.")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
-@click.option("--memory", "memory_mb", type=click.IntRange(min=16, max=65536),
+@click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def call_command(path: str, name: str, arguments_text: str, backend: str,
-                 timeout_s: float | None, memory_mb: int | None, as_json: bool) -> None:
+                 timeout_s: float | None, memory_mb: int | None, as_json: bool, raw: bool) -> None:
     """Call function NAME of the set in FILE with --args, in the sandbox.
 
     The arguments are checked against the function's schema first (status invalid_args
@@ -231,67 +254,10 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
     with Sandbox(backend=backend, source="cli", limits=limits) as sandbox:
         result = sandbox.call(function_set, name, arguments)
     if as_json:
-        click.echo(json.dumps(result.to_json_dict(), ensure_ascii=False))
+        click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result, show_return=True)
+        _print_result(result, show_return=True, raw=raw)
     sys.exit(0 if result.status is Status.OK else 1)
-
-
-@main.group("logs")
-def logs_group() -> None:
-    """Browse the log of executions."""
-
-
-@logs_group.command("list")
-@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
-@click.option("--backend", help="Only this backend.")
-@click.option("--source", help="Only runs from this source (cli, api, demo, ...).")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-def logs_list(status: str | None, backend: str | None, source: str | None, count: int,
-              as_json: bool) -> None:
-    """Recent executions, newest first."""
-    from .logs import LogStore, render_execution_list
-
-    with LogStore() as store:
-        records = store.list_executions(status=status, backend=backend, source=source, limit=count)
-    if as_json:
-        click.echo(json.dumps([record.model_dump(mode="json") for record in records],
-                              ensure_ascii=False))
-    else:
-        click.echo(render_execution_list(records), nl=False)
-
-
-@logs_group.command("show")
-@click.argument("execution_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-def logs_show(execution_id: str, as_json: bool) -> None:
-    """One execution: code, limits, output, error, timings (an id prefix is enough).
-
-    Given an agent run's id, the conversation with the executions it caused, in order."""
-    from .logs import LogStore, render_execution
-    from .logs.agent import find_agent_run, load_executions, render_agent_run
-
-    with LogStore() as store:
-        run = find_agent_run(store, execution_id)
-        if run is not None:
-            click.echo(json.dumps(run.to_json_dict(), ensure_ascii=False) if as_json
-                       else render_agent_run(run, load_executions(store, run)), nl=as_json)
-            return
-        record = store.get_execution(execution_id)
-    if as_json:
-        click.echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
-    else:
-        click.echo(render_execution(record), nl=False)
-
-
-@logs_group.command("path")
-def logs_path() -> None:
-    """The SQLite file, for any SQLite tool."""
-    from .paths import log_db_path
-
-    click.echo(str(log_db_path()))
 
 
 @main.command("demo")
@@ -302,9 +268,12 @@ def demo_command(backend: str) -> None:
     from .demo import run_demo
 
     run_demo(backend=backend, echo=click.echo)
+    from .cli_logs import logs_list
+
     ctx = click.get_current_context()
     click.echo("\n$ runner logs list -n 10 --source demo")
-    ctx.invoke(logs_list, status=None, backend=None, source="demo", count=10, as_json=False)
+    ctx.invoke(logs_list, query=None, status=None, backend=None, source="demo", function=None,
+               since=None, until=None, run_id=None, count=10, as_json=False, raw=False)
 
 
 def _register_docker_commands() -> None:
@@ -317,11 +286,30 @@ def _register_docker_commands() -> None:
 _register_docker_commands()
 
 
+def _register_logs_commands() -> None:
+    from .cli_logs import logs_group
+
+    main.add_command(logs_group)
+
+
+_register_logs_commands()
+
+
 def _register_agent_commands() -> None:
     from .cli_agent import agent_command, logs_runs
+    from .cli_logs import logs_group
 
     main.add_command(agent_command)
     logs_group.add_command(logs_runs)
 
 
 _register_agent_commands()
+
+
+def _register_math_commands() -> None:
+    from .cli_math import math_group
+
+    main.add_command(math_group)
+
+
+_register_math_commands()

@@ -8,19 +8,29 @@ was answered, 1 for any other ending (and for runner errors), 2 for usage errors
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
+from .agent.context import DEFAULT_CONTEXT_CHARS
+from .agent.run import AgentStatus
 from .backends.base import backend_names
+from .cli_options import limit, number
+from .cli_output import RAW_HELP, Printer
+from .terminal import json_text, sanitize_for_terminal
+from .terminal import status as status_text
 from .types import Limits
 
 _PROTOCOLS = ("tools", "json", "text", "code")
 
 
 def _progress(turn: Any) -> None:
+    """One line per turn on stderr; names and codes come from the model: made safe."""
+    Printer().text(_progress_line(turn), err=True)
+
+
+def _progress_line(turn: Any) -> str:
     reply = turn.reply or {}
     calls = [c.get("function", {}).get("name") for c in reply.get("tool_calls") or []]
     actions = ", ".join(
@@ -29,8 +39,7 @@ def _progress(turn: Any) -> None:
     codes = f" · {', '.join(turn.feedback_codes)}" if turn.feedback else ""
     error = f" · model error {turn.error.get('code')}" if turn.error else ""
     tools = f" · tool calls: {', '.join(map(str, calls))}" if calls else ""
-    click.echo(f"[turn {turn.number}] {turn.latency_ms} ms · {actions}{tools}{codes}{error}",
-               err=True)
+    return f"[turn {turn.number}] {turn.latency_ms} ms · {actions}{tools}{codes}{error}"
 
 
 @click.command("agent")
@@ -50,26 +59,31 @@ def _progress(turn: Any) -> None:
               help="Model replies at most.")
 @click.option("--max-failures", type=click.IntRange(min=1), default=3, show_default=True,
               help="Consecutive failures after which a function is disabled.")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0.01), default=120.0,
+@click.option("--budget", "budget_s", type=number(0.01, 86_400), default=120.0,
               show_default=True, help="Seconds of sandbox time for the whole run.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit of each execution in seconds (default 10).")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--temperature", type=click.FloatRange(min=0, max=2),
+@click.option("--temperature", type=number(0, 2),
               help="Sampling temperature (default: the server's).")
-@click.option("--max-tokens", type=click.IntRange(min=1),
+@click.option("--max-tokens", type=number(1, 10_000_000, integer=True),
               help="Tokens per reply at most (default: the server's).")
-@click.option("--llm-timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+@click.option("--llm-timeout", type=number(0.1, 3600), default=120.0, show_default=True,
               help="Seconds to wait for one reply.")
 @click.option("--retries", type=click.IntRange(min=0, max=20), default=4, show_default=True,
               help="Retries of a request on rate limits, 5xx and connection errors.")
+@click.option("--context-chars", type=number(1000, 100_000_000, integer=True),
+              default=DEFAULT_CONTEXT_CHARS, show_default=True,
+              help="Characters of conversation sent per request at most: older long replies and "
+                   "outputs are cut in what is sent (never in the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as one JSON object.")
+@click.option("--raw", is_flag=True, help=RAW_HELP)
 def agent_command(task: str, functions_path: str | None, protocol: str, model: str | None,
                   base_url: str | None, api_key: str | None, max_turns: int, max_failures: int,
                   budget_s: float, timeout_s: float | None, backend: str,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                  retries: int, as_json: bool) -> None:
+                  retries: int, context_chars: int, as_json: bool, raw: bool) -> None:
     """Let a model work on TASK, running what it asks for in the sandbox.
 
     Every turn is logged: `runner logs show RUN_ID` shows the conversation with the
@@ -88,27 +102,38 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
     with Sandbox(backend=backend, source="agent", limits=limits) as sandbox:
         agent = Agent(llm, functions, protocol=protocol, sandbox=sandbox, max_turns=max_turns,
                       max_consecutive_failures=max_failures, budget_s=budget_s,
-                      on_turn=None if as_json else _progress)
-        run = agent.run(task)
+                      max_context_chars=context_chars, on_turn=None if as_json else _progress)
+        try:
+            run = agent.run(task)
+        except KeyboardInterrupt:
+            if agent.last_run is not None:  # logged as interrupted before Ctrl-C went on
+                _print_ending(agent.last_run, Printer(raw=raw))
+            raise
     if as_json:
-        click.echo(json.dumps(run.summary_dict(), ensure_ascii=False))
+        click.echo(json_text(run.summary_dict()), color=True)
     else:
+        printer = Printer(raw=raw)
         if run.final_answer is not None:
-            click.echo(run.final_answer)
+            printer.output(run.final_answer)
         if run.error:
-            click.echo(f"runner: error [{run.error.get('code')}]: {run.error.get('message')}", err=True)
+            printer.text(f"runner: error [{run.error.get('code')}]: {run.error.get('message')}", err=True)
             if run.error.get("fix"):
-                click.echo(f"runner: fix: {run.error.get('fix')}", err=True)
-        notes = [f"status {run.status}", f"{len(run.turns)} turns", f"id {run.id}"]
-        if run.stop_reason and run.final_answer is None:
-            notes.insert(1, run.stop_reason)
-        click.echo("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+                printer.text(f"runner: fix: {run.error.get('fix')}", err=True)
+        _print_ending(run, printer)
     sys.exit(0 if run.status == "answered" else 1)
 
 
+def _print_ending(run: Any, printer: Printer) -> None:
+    notes = [f"status {status_text(str(run.status), enabled=printer.colour(err=True))}",
+             f"{len(run.turns)} turns", f"id {run.id}"]
+    if run.stop_reason and run.final_answer is None:
+        notes.insert(1, sanitize_for_terminal(run.stop_reason) if not printer.raw else run.stop_reason)
+    printer.styled("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+
+
 @click.command("runs")
-@click.option("--status", type=click.Choice(["running", "answered", "gave_up", "max_turns",
-                                              "budget", "llm_error"]), help="Only this status.")
+@click.option("--status", type=click.Choice([value.value for value in AgentStatus]),
+              help="Only this status.")
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -120,7 +145,7 @@ def logs_runs(status: str | None, count: int, as_json: bool) -> None:
     runs = agent_log.list(limit=count, status=status)
     counts = agent_log.turn_counts([run.id for run in runs])
     if as_json:
-        click.echo(json.dumps([{**run.summary_dict(), "turn_count": counts.get(run.id, 0)}
-                               for run in runs], ensure_ascii=False))
+        click.echo(json_text([{**run.summary_dict(), "turn_count": counts.get(run.id, 0)}
+                              for run in runs]), color=True)
     else:
         click.echo(render_agent_run_list(runs, counts), nl=False)

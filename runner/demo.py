@@ -8,7 +8,7 @@ never ends, and an import it is not allowed to make. Every run is logged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .sandbox import Sandbox
 from .types import ExecutionResult, Limits
@@ -18,7 +18,7 @@ from .types import ExecutionResult, Limits
 class DemoSnippet:
     title: str
     code: str
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
 
 
 SNIPPETS: tuple[DemoSnippet, ...] = (

@@ -13,11 +13,20 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
+from .api_checks import (
+    build_request,
+    code_argument,
+    limits_argument,
+    meta_argument,
+    packages_argument,
+    request_argument,
+)
 from .backends.base import Backend, create_backend
-from .errors import SandboxClosedError
+from .budget import TimeBudget
+from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id
 from .logs import LogStore
-from .session import Session
+from .session import Session, interrupted_result
 from .types import ExecutionRequest, ExecutionResult, Limits
 
 log = logging.getLogger(__name__)
@@ -35,7 +44,13 @@ class Sandbox:
                  log_store: LogStore | bool = True, source: str = "api",
                  **backend_options: Any) -> None:
         self.backend_name = backend
-        self.limits = limits or Limits()
+        self.limits = limits_argument(limits, Limits())
+        if not isinstance(source, str):
+            raise ConfigurationError(f"source must be a string (e.g. 'api'), got {type(source).__name__}",
+                                     fix="pass source='api', or leave it out")
+        if not isinstance(log_store, (bool, LogStore)):
+            raise ConfigurationError(f"log_store must be True, False or a LogStore, got "
+                                     f"{type(log_store).__name__}", fix="pass log_store=LogStore(path)")
         self.source = source
         self._backend: Backend = create_backend(backend, **backend_options)
         self._owns_store = log_store is True
@@ -62,16 +77,28 @@ class Sandbox:
             packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None
             ) -> ExecutionResult:
         """Run a block of code; its output, error and timings come back as a result."""
-        request = ExecutionRequest(code=code, limits=limits or self.limits,
-                                   packages=tuple(packages or ()))
+        request = build_request(code=code_argument(code), limits=limits_argument(limits, self.limits),
+                                packages=packages_argument(packages))
         return self.execute(request, meta=meta)
 
-    def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None
-                ) -> ExecutionResult:
-        """Run any request (code, a function call, a preamble) and log it."""
+    def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None,
+                execution_id: str | None = None) -> ExecutionResult:
+        """Run any request (code, a function call, a preamble) and log it.
+
+        `execution_id` is the id the result and its log row get (a new one by default; a
+        caller that must name the execution before it ends, like the agent, passes one).
+        Ctrl-C (KeyboardInterrupt) while it runs is logged as a `crashed` execution that
+        says so, and then raised on: the caller stops, and the log tells what happened."""
+        request = request_argument(request)
+        meta = meta_argument(meta)
         if self._closed:
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
-        result = self._backend.run(request, run_id=new_id())
+        run_id = execution_id or new_id()
+        try:
+            result = self._backend.run(request, run_id=run_id)
+        except KeyboardInterrupt:
+            self.record(request, interrupted_result(run_id, self.backend, request.limits), meta)
+            raise
         self.record(request, result, meta)
         return result
 
@@ -81,11 +108,12 @@ class Sandbox:
         `budget_s` seconds of run time. Holds one worker until closed."""
         if self._closed:
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
-        limits = limits or self.limits
-        packages = tuple(packages or ())
-        template = ExecutionRequest(code="", limits=limits, packages=packages)
+        limits = limits_argument(limits, self.limits)
+        packages = packages_argument(packages)
+        budget = TimeBudget(budget_s)  # checked before a worker is taken
+        template = build_request(code="", limits=limits, packages=packages)
         session = Session(self, self._backend.open_session(template), limits=limits,
-                          packages=packages, budget_s=budget_s)
+                          packages=packages, budget=budget)
         self._sessions.add(session)
         return session
 
@@ -94,7 +122,8 @@ class Sandbox:
         return self._closed
 
     def call(self, function: Any, arguments_or_name: Any = None, arguments: Any = None, *,
-             limits: Limits | None = None, meta: dict[str, Any] | None = None) -> ExecutionResult:
+             limits: Limits | None = None, meta: dict[str, Any] | None = None,
+             execution_id: str | None = None) -> ExecutionResult:
         """Call a sandboxed function: `call(spec_or_tool, args)` or `call(function_set, name, args)`.
 
         Arguments are validated first (status `invalid_args` if they do not fit); see
@@ -104,10 +133,19 @@ class Sandbox:
 
         if self._closed:  # also for calls refused before running, which never reach execute()
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
-        if isinstance(arguments_or_name, str):
+        limits = limits_argument(limits, self.limits)
+        meta = meta_argument(meta)
+        from .functions.sets import FunctionSet
+        from .functions.spec import NAME_PATTERN
+
+        # A string is a function's name for a set; for one function it is the name only if
+        # it looks like one (else it is the arguments as JSON text, as a model wrote them).
+        if isinstance(arguments_or_name, str) and (
+                isinstance(function, FunctionSet) or NAME_PATTERN.match(arguments_or_name)):
             return call_function(self, function, arguments_or_name, arguments, limits=limits,
-                                 meta=meta)
-        return call_function(self, function, None, arguments_or_name, limits=limits, meta=meta)
+                                 meta=meta, execution_id=execution_id)
+        return call_function(self, function, None, arguments_or_name, limits=limits, meta=meta,
+                             execution_id=execution_id)
 
     @property
     def backend(self) -> str:

@@ -21,9 +21,11 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from .api_checks import build_request, code_argument, limits_argument, meta_argument
+from .budget import TimeBudget
 from .errors import SandboxClosedError
 from .ids import new_id
-from .types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
+from .types import ErrorInfo, ExecutionResult, Limits, Status
 
 if TYPE_CHECKING:
     from .backends.worker_backend import BackendSession
@@ -36,14 +38,13 @@ class Session:
     Safe to share between threads: blocks run one at a time (see the module docstring)."""
 
     def __init__(self, sandbox: Sandbox, backend_session: BackendSession, *, limits: Limits,
-                 packages: Iterable[str], budget_s: float | None) -> None:
+                 packages: Iterable[str], budget: TimeBudget) -> None:
         self.id = new_id()
         self._sandbox = sandbox
         self._backend_session = backend_session
         self.limits = limits
         self.packages = tuple(packages)
-        self.budget_s = budget_s
-        self.used_s = 0.0
+        self.budget = budget
         self.blocks = 0
         self.restarts = 0
         self._closed = False
@@ -52,38 +53,50 @@ class Session:
         self._lock = threading.Lock()
 
     def run(self, code: str, *, limits: Limits | None = None,
-            meta: dict[str, Any] | None = None) -> ExecutionResult:
-        """Run one block in the session's namespace; other threads' blocks wait for it."""
+            meta: dict[str, Any] | None = None, execution_id: str | None = None) -> ExecutionResult:
+        """Run one block in the session's namespace (`execution_id`: as for Sandbox.execute);
+        other threads' blocks wait for it."""
         with self._lock:
-            return self._run(code, limits, meta)
+            return self._run(code, limits, meta, execution_id)
 
-    def _run(self, code: str, limits: Limits | None,
-             meta: dict[str, Any] | None) -> ExecutionResult:
+    def _run(self, code: str, limits: Limits | None, meta: dict[str, Any] | None,
+             execution_id: str | None) -> ExecutionResult:
         if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
-        limits = limits or self.limits
-        request = ExecutionRequest(code=code, limits=limits, packages=self.packages)
-        run_id = new_id()
-        block_meta = {"session": self.id, "block": self.blocks, **(meta or {})}
-        remaining = None if self.budget_s is None else self.budget_s - self.used_s
-        if remaining is not None and remaining <= 0:
+        limits = limits_argument(limits, self.limits)
+        request = build_request(code=code_argument(code), limits=limits, packages=self.packages)
+        block_meta = {"session": self.id, "block": self.blocks, **(meta_argument(meta) or {})}
+        run_id = execution_id or new_id()
+        if self.budget.exhausted:
             result = ExecutionResult(
                 id=run_id, backend=self._sandbox.backend, status=Status.TIMEOUT, limits=limits,
                 error=ErrorInfo(type="Timeout", message=(
-                    f"the session's time budget of {self.budget_s:g} s is used up; "
-                    "start a new session to run more code")))
+                    f"the session's {self.budget.used_up_message()}; start a new session to run "
+                    "more code")))
         else:
-            if remaining is not None and remaining < limits.timeout_s:
-                request = request.model_copy(update={
-                    "limits": limits.with_overrides(timeout_s=max(remaining, 0.001))})
-            result, fresh = self._backend_session.run(request, run_id=run_id)
+            request = request.model_copy(update={"limits": self.budget.limits_for(limits)})
+            try:
+                result, fresh = self._backend_session.run(request, run_id=run_id)
+            except KeyboardInterrupt:
+                self.blocks += 1
+                self._sandbox.record(request, interrupted_result(run_id, self._sandbox.backend,
+                                                                 request.limits), block_meta)
+                raise
             if fresh and self.blocks > 0:
                 self.restarts += 1
                 block_meta["session_restarted"] = True
-            self.used_s += result.duration_ms / 1000
+            self.budget.charge(result)
         self.blocks += 1
         self._sandbox.record(request, result, block_meta)
         return result
+
+    @property
+    def budget_s(self) -> float | None:
+        return self.budget.total_s
+
+    @property
+    def used_s(self) -> float:
+        return self.budget.used_s
 
     def close(self) -> None:
         """End the session (after the block in progress, if any). Idempotent."""
@@ -98,3 +111,12 @@ class Session:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def interrupted_result(run_id: str, backend: str, limits: Limits) -> ExecutionResult:
+    """What the log keeps for a run the caller stopped with Ctrl-C while it ran."""
+    return ExecutionResult(
+        id=run_id, backend=backend, status=Status.CRASHED, limits=limits,
+        error=ErrorInfo(type="Interrupted", message=(
+            "the caller was interrupted (Ctrl-C) while this ran; its output and result were "
+            "not collected")))

@@ -12,7 +12,15 @@ from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .worker import wire
 
@@ -28,6 +36,9 @@ class Status(StrEnum):
     INVALID_ARGS = "invalid_args"
     INSTALL_FAILED = "install_failed"
     CRASHED = "crashed"
+
+    def __repr__(self) -> str:  # reads as the value it is: ('ok', '4\n')
+        return repr(self.value)
 
 
 class _Frozen(BaseModel):
@@ -50,6 +61,21 @@ class Limits(_Frozen):
     max_processes: int = Field(default=32, ge=1, le=4096)
     max_open_files: int = Field(default=64, ge=16, le=65536)
     max_file_size_mb: int = Field(default=16, ge=1, le=65536)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _bad_limits_are_configuration_errors(cls, data: Any, handler: ModelWrapValidatorHandler[Limits]
+                                             ) -> Limits:
+        """The caller's mistake, said with the valid range: a RunnerError, not pydantic's."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            from .errors import ConfigurationError
+            from .ranges import describe_errors
+
+            raise ConfigurationError(f"invalid limits: {describe_errors(cls, exc)}",
+                                     fix="pass values in those ranges, e.g. Limits(timeout_s=10)"
+                                     ) from None
 
     @property
     def effective_cpu_s(self) -> float:

@@ -22,15 +22,20 @@ class _Reply:
     body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    raw: bytes | None = None  # sent as is, instead of `body` as JSON
+    content_type: str = "application/json"
 
 
 class FakeOpenAI:
     """Use as a context manager; `url` is the base URL to give the client."""
 
     def __init__(self, *, model: str = "fake-model", models: list[str] | None = None,
-                 reject_tools: str | None = None) -> None:
+                 reject_tools: str | None = None, models_page: tuple[int, str, bytes] | None = None
+                 ) -> None:
         self.model = model
         self.models = models if models is not None else [model]
+        # (status, content type, body) answered to GET /models instead of the list
+        self.models_page = models_page
         self.reject_tools = reject_tools  # an error message for requests that carry `tools`
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # lower-case names
@@ -45,10 +50,11 @@ class FakeOpenAI:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(body).encode()
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
+                      *, raw: bytes | None = None, content_type: str = "application/json") -> None:
+                data = raw if raw is not None else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
@@ -56,7 +62,10 @@ class FakeOpenAI:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and fake.models_page is not None:
+                    status, content_type, raw = fake.models_page
+                    self._send(status, {}, raw=raw, content_type=content_type)
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [
                         {"id": m, "object": "model", "created": 0, "owned_by": "test"}
                         for m in fake.models]})
@@ -82,7 +91,8 @@ class FakeOpenAI:
                     return
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
-                self._send(reply.status, reply.body, reply.headers)
+                self._send(reply.status, reply.body, reply.headers, raw=reply.raw,
+                           content_type=reply.content_type)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -98,8 +108,9 @@ class FakeOpenAI:
     # -- the script ------------------------------------------------------------------------
 
     def reply(self, content: str | None = "", *, tool_calls: list[dict[str, Any]] | None = None,
-              prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> FakeOpenAI:
-        """Queue an assistant message."""
+              prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0,
+              finish_reason: str | None = None) -> FakeOpenAI:
+        """Queue an assistant message (`finish_reason` "length" for one cut at max_tokens)."""
         with self._lock:
             self._count += 1
             number = self._count
@@ -109,10 +120,15 @@ class FakeOpenAI:
         body = {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": 1700000000,
                 "model": self.model,
                 "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if tool_calls else "stop"}],
+                             "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
         self._script.append(_Reply(body=body, delay_s=delay_s))
+        return self
+
+    def raw(self, body: bytes, content_type: str, *, status: int = 200) -> FakeOpenAI:
+        """Queue a reply that is not a chat completion (an HTML page, a binary body)."""
+        self._script.append(_Reply(status=status, raw=body, content_type=content_type))
         return self
 
     def replies(self, *contents: str) -> FakeOpenAI:

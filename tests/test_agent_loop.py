@@ -393,7 +393,7 @@ def test_text_protocol_malformed_reply_is_no_observation(server, restricted):
     assert sent_messages(server, 1)[3]["content"].startswith("[MALFORMED_RESPONSE] the reply has neither")
 
 
-def test_an_orchestrator_failure_is_raised_and_the_run_logged_as_interrupted(restricted):
+def test_an_orchestrator_failure_ends_the_run_crashed_and_logged(restricted):
     class Broken:
         model = "broken"
 
@@ -401,8 +401,11 @@ def test_an_orchestrator_failure_is_raised_and_the_run_logged_as_interrupted(res
             raise RuntimeError("bug in a custom client")
 
     agent = Agent(Broken(), FUNCTIONS, protocol="json", sandbox=restricted)
-    with pytest.raises(RuntimeError, match="bug in a custom client"):
-        agent.run("t")
-    latest = AgentLog(restricted.log_store).list(limit=1)[0]
-    assert latest.model == "broken" and latest.status is AgentStatus.RUNNING
-    assert latest.stop_reason.startswith("interrupted") and latest.finished_at is not None
+    run = agent.run("t")
+    assert run.status is AgentStatus.CRASHED
+    assert run.error["code"] == "CRASHED" and "RuntimeError: bug in a custom client" in run.error["message"]
+    assert "Traceback" in run.error["traceback"]
+    latest = AgentLog(restricted.log_store).get(run.id)
+    assert latest.model == "broken" and latest.status is AgentStatus.CRASHED
+    assert latest.stop_reason.startswith("the orchestrator failed") and latest.finished_at is not None
+    assert len(latest.turns) == 1 and latest.turns[0].error["code"] == "CRASHED"

@@ -15,7 +15,7 @@ import pytest
 from runner import ExecutionResult, FunctionSet, FunctionSpec, Limits, Status, tool
 from runner.errors import ConfigurationError
 
-LEARNED = Path(__file__).parents[2] / "shared/examples/learned_functions.json"
+LEARNED = Path(__file__).parents[1] / "examples/learned_functions.json"
 
 
 def describe(r: ExecutionResult) -> str:

@@ -13,7 +13,7 @@ import pytest
 from runner import FunctionSet
 
 RUNNER = [sys.executable, "-m", "runner"]
-LEARNED = Path(__file__).parents[2] / "shared/examples/learned_functions.json"
+LEARNED = Path(__file__).parents[1] / "examples/learned_functions.json"
 
 
 def run_cli(args: list[str], *, home: Path) -> subprocess.CompletedProcess[str]:

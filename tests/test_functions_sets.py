@@ -13,7 +13,7 @@ from runner import FunctionSet, FunctionSpec, tool
 from runner.errors import FunctionExistsError, FunctionNotFoundError, FunctionSpecError, LogStoreError
 from runner.logs import Author, FunctionVersionLog, LogStore
 
-LEARNED = Path(__file__).parents[2] / "shared/examples/learned_functions.json"
+LEARNED = Path(__file__).parents[1] / "examples/learned_functions.json"
 
 
 def spec(name: str, body: str = "return 1", **extra) -> FunctionSpec:

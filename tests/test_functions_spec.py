@@ -12,7 +12,7 @@ from runner import FunctionSet, FunctionSpec
 from runner.errors import FunctionSpecError
 from runner.functions.spec import split_packages
 
-LEARNED = Path(__file__).parents[2] / "shared/examples/learned_functions.json"
+LEARNED = Path(__file__).parents[1] / "examples/learned_functions.json"
 
 LOAN_CODE = ("def loan_payment(principal, annual_rate, months):\n    r = annual_rate / 12\n"
              "    if r == 0:\n        return principal / months\n"

@@ -283,7 +283,7 @@ def test_migrations_run_on_open(store: LogStore, db: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == latest_version() == len(MIGRATIONS)
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         columns = {r[1] for r in conn.execute("PRAGMA table_info(executions)")}
-    assert {"executions_status", "executions_backend", "executions_started_at"} <= indexes
+    assert {"executions_status", "executions_started_at", "executions_function"} <= indexes
     assert {"id", "source", "meta_json", "package_versions_json", "error_traceback", "max_rss_kb"} <= columns
 
 

@@ -11,29 +11,61 @@ parsing, and every problem turned into a feedback turn.
 - `protocols`: `tools`, `json`, `text` and `code` (system prompt, parser, feedback hook);
 - `parsing`: forgiving readers of model replies;
 - `feedback`: the error codes and the one renderer of what the model is told;
+- `context`: the conversation as sent, kept within a context budget;
 - `execution`: function calls and code blocks in the sandbox, within the time budget;
-- `loop`: `Agent`, the loop and its limits.
+- `loop`: `Agent`, the loop and its limits;
+- `run`: `AgentRun`, `AgentTurn` and `AgentStatus`, what a run returns.
 
 Runs, turns and their executions are logged (`runner.logs.agent`); `runner logs show
-RUN_ID` renders a conversation.
+RUN_ID` renders a conversation. Names are imported on first use, so that the log store
+can read `runner.agent.run` without importing the SDK and the loop.
 """
 
 from __future__ import annotations
 
-from ..logs.agent import AgentLog, AgentRun, AgentStatus, AgentTurn
-from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, ReplyProblem
-from .feedback import ErrorCode, Feedback, Observation
-from .llm import ChatModel, ChatReply, OpenAIChat, ToolCall, Usage
-from .loop import Agent
-from .protocols import (
-    PROTOCOLS,
-    CodeProtocol,
-    JsonProtocol,
-    ReplyProtocol,
-    TextProtocol,
-    ToolsProtocol,
-    get_protocol,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..logs.agent import AgentLog
+    from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, ReplyProblem
+    from .feedback import ErrorCode, Feedback, Observation
+    from .llm import ChatModel, ChatReply, OpenAIChat, ToolCall, Usage
+    from .loop import Agent
+    from .protocols import (
+        PROTOCOLS,
+        CodeProtocol,
+        JsonProtocol,
+        ReplyProtocol,
+        TextProtocol,
+        ToolsProtocol,
+        get_protocol,
+    )
+    from .run import AgentRun, AgentStatus, AgentTurn
+
+_WHERE = {
+    "AgentLog": "runner.logs.agent",
+    "AnswerAction": ".actions", "CallAction": ".actions", "CodeAction": ".actions",
+    "ParsedReply": ".actions", "ReplyProblem": ".actions",
+    "ErrorCode": ".feedback", "Feedback": ".feedback", "Observation": ".feedback",
+    "ChatModel": ".llm", "ChatReply": ".llm", "OpenAIChat": ".llm", "ToolCall": ".llm",
+    "Usage": ".llm",
+    "Agent": ".loop",
+    "PROTOCOLS": ".protocols", "CodeProtocol": ".protocols", "JsonProtocol": ".protocols",
+    "ReplyProtocol": ".protocols", "TextProtocol": ".protocols", "ToolsProtocol": ".protocols",
+    "get_protocol": ".protocols",
+    "AgentRun": ".run", "AgentStatus": ".run", "AgentTurn": ".run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner.agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "PROTOCOLS",

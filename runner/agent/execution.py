@@ -7,7 +7,8 @@ with the set's functions defined in it first (and again after a block that kille
 session's process, since a restart loses every definition). Every execution's log row
 carries the agent run and turn in its meta.
 
-The budget is total sandbox time (the sum of the executions' durations); each execution's
+The budget is total sandbox time (the sum of the executions' durations), kept by a
+`runner.budget.TimeBudget` (the same rule as a session's budget): each execution's
 wall-clock limit is cut to what is left of it, and nothing runs once it is used up.
 """
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..budget import TimeBudget
 from ..functions import call_function
+from ..ids import new_id
 from ..types import ExecutionResult, Limits, Status
 
 if TYPE_CHECKING:
@@ -34,48 +37,49 @@ class ActionRunner:
         self.sandbox = sandbox
         self.functions = functions
         self.limits = limits
-        self.budget_s = budget_s
+        self.budget = TimeBudget(budget_s)
         self.used_ms = 0
         self._session: Session | None = None
         self._needs_setup = True
 
     @property
-    def remaining_s(self) -> float | None:
-        if self.budget_s is None:
-            return None
-        return self.budget_s - self.used_ms / 1000
-
-    @property
     def exhausted(self) -> bool:
-        remaining = self.remaining_s
-        return remaining is not None and remaining < 0.01
+        return self.budget.exhausted
 
     def _limits(self) -> Limits:
-        remaining = self.remaining_s
-        if remaining is None or remaining >= self.limits.timeout_s:
-            return self.limits
-        return self.limits.with_overrides(timeout_s=max(remaining, 0.01))
+        return self.budget.limits_for(self.limits)
 
-    def call(self, function: str, arguments: Any, meta: dict[str, Any]) -> ExecutionResult:
-        """Call a function of the set (validated first); the result, whatever happened."""
-        result = call_function(self.sandbox, self.functions, function, arguments,
-                               limits=self._limits(), meta=meta)
+    def _charge(self, result: ExecutionResult) -> None:
+        self.budget.charge(result)
         self.used_ms += result.duration_ms
+
+    def call(self, function: str, arguments: Any, meta: dict[str, Any], ids: list[str]
+             ) -> ExecutionResult:
+        """Call a function of the set (validated first); the result, whatever happened.
+        The execution's id goes into `ids` before it starts (an interrupted turn names it)."""
+        ids.append(new_id())
+        result = call_function(self.sandbox, self.functions, function, arguments,
+                               limits=self._limits(), meta=meta, execution_id=ids[-1])
+        self._charge(result)
         return result
 
-    def run_code(self, code: str, meta: dict[str, Any]) -> tuple[ExecutionResult, ExecutionResult | None]:
+    def run_code(self, code: str, meta: dict[str, Any], ids: list[str]
+                 ) -> tuple[ExecutionResult, ExecutionResult | None]:
         """Run a block in the conversation's session: (its result, the result of defining the
-        set's functions first, when that happened before this block)."""
+        set's functions first, when that happened before this block). Ids go into `ids` as
+        for `call`."""
         session = self._open_session()
         setup = None
         if self._needs_setup:
             self._needs_setup = False
             if len(self.functions):
+                ids.append(new_id())
                 setup = session.run(self.setup_code(), limits=self._limits(),
-                                    meta={**meta, "agent_setup": True})
-                self.used_ms += setup.duration_ms
-        result = session.run(code, limits=self._limits(), meta=meta)
-        self.used_ms += result.duration_ms
+                                    meta={**meta, "agent_setup": True}, execution_id=ids[-1])
+                self._charge(setup)
+        ids.append(new_id())
+        result = session.run(code, limits=self._limits(), meta=meta, execution_id=ids[-1])
+        self._charge(result)
         if result.status in _KILLED:
             self._needs_setup = True  # the next block starts in a fresh process
         return result, setup

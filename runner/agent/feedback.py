@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     OUTPUT_TRUNCATED = "OUTPUT_TRUNCATED"
     PACKAGE_UNAVAILABLE = "PACKAGE_UNAVAILABLE"
     DENIED = "DENIED"
+    TRUNCATED_REPLY = "TRUNCATED_REPLY"
 
 
 class Feedback(BaseModel):
@@ -156,6 +157,17 @@ def functions_reference(specs: Iterable[Any]) -> str:
 def malformed(message: str, *, template: str, details: Mapping[str, Any] | None = None) -> Feedback:
     return Feedback(code=ErrorCode.MALFORMED_RESPONSE, message=message, details=dict(details or {}),
                     reminder=template)
+
+
+def truncated_reply(*, max_tokens: int | None, template: str) -> Feedback:
+    """The model's reply ended at its token limit (`finish_reason: length`): it is incomplete,
+    so none of it is carried out (a call cut short is not a call with fewer arguments)."""
+    limit = f" of {max_tokens} tokens" if max_tokens else ""
+    return Feedback(code=ErrorCode.TRUNCATED_REPLY,
+                    message=f"your reply was cut off at the token limit{limit} before it was "
+                            "complete, so nothing in it was run or taken as the answer",
+                    reminder="reply again, shorter: less reasoning, one action at a time. "
+                             + template)
 
 
 def unknown_function(name: str, available: Sequence[str], *, template: str) -> Feedback:

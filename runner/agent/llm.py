@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import (
     ConfigurationError,
@@ -34,6 +34,8 @@ from ..errors import (
     LLMUnavailableError,
     ToolsNotSupportedError,
 )
+from ..jsonlimits import JsonBounds, JsonBoundsError, loads
+from ..ranges import Range, require
 
 Message = dict[str, Any]
 
@@ -103,12 +105,15 @@ class OpenAIChat:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         import openai
 
-        if timeout_s <= 0:
-            raise ConfigurationError(f"timeout_s must be positive, got {timeout_s}",
-                                     fix="pass a timeout in seconds, e.g. 120")
-        if max_retries < 0:
-            raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries}",
-                                     fix="pass 0 for no retries")
+        require("timeout_s", timeout_s, Range(0, True, 3600), fix="pass a timeout in seconds, e.g. 120")
+        require("max_retries", max_retries, Range(0, False, 100, integer=True),
+                fix="pass 0 for no retries")
+        require("backoff_s", backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 1")
+        require("max_backoff_s", max_backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 30")
+        require("temperature", temperature, Range(0, False, 2), optional=True,
+                fix="pass a sampling temperature from 0 to 2, or None for the server's")
+        require("max_tokens", max_tokens, Range(1, False, 10_000_000, integer=True), optional=True,
+                fix="pass a positive number of tokens, or None for the server's")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         if api_key is None:
@@ -153,14 +158,16 @@ class OpenAIChat:
                  ) -> ChatReply:
         """One assistant reply; retries transient failures, raises an LLMError otherwise."""
         body = self.request_body(messages, tools)
-        arguments = {key: value for key, value in body.items()}
+        arguments = dict(body)
         if self.extra_body:
             arguments["extra_body"] = self.extra_body
         retries = 0
         started = time.monotonic()
         while True:
             try:
-                response = self._client.chat.completions.create(**arguments)
+                # The raw response: its body is read here, as JSON, whatever the server sent
+                # (an HTML page at a wrong URL, a binary body), not by the SDK's models.
+                raw = self._client.chat.completions.with_raw_response.create(**arguments)
                 break
             except Exception as exc:  # translated below, once
                 error, transient, wait = self._translate(exc, tools=bool(tools))
@@ -172,27 +179,66 @@ class OpenAIChat:
                 retries += 1
                 self._sleep(wait if wait is not None else self._backoff(retries))
         latency_ms = int((time.monotonic() - started) * 1000)
-        return _reply(response, latency_ms=latency_ms, retries=retries)
+        data = self._body(raw.http_response, "POST /chat/completions", "a chat completion")
+        return _reply(data, latency_ms=latency_ms, retries=retries, where=self._where)
 
     def _backoff(self, attempt: int) -> float:
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+        delay = min(float(self.max_backoff_s), self.backoff_s * 2.0 ** (attempt - 1))
         return delay * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
 
     def _only_served_model(self) -> str:
-        fix = "pass --model or set RUNNER_MODEL"
+        fix = f"pass --model or set RUNNER_MODEL; and check --base-url ({_BASE_URL_HINT})"
         try:
-            served = [item.id for item in self._client.models.list()]
+            raw = self._client.models.with_raw_response.list()
         except Exception as exc:
+            import openai
+
             error, transient, _ = self._translate(exc, tools=False)
             if transient:  # the server is not there at all: that is the problem to report
                 raise error from exc
-            raise ConfigurationError(f"no model name given, and the server at {self.base_url} "
-                                     f"did not list its models ({error.message})", fix=fix) from exc
+            what = (f"HTTP {exc.status_code}: {_error_text(exc)}"
+                    if isinstance(exc, openai.APIStatusError) else error.message)
+            raise LLMError(f"no model name given, and {self._where} did not list its models "
+                           f"(GET /models answered {what})", fix=fix) from exc
+        data = self._body(raw.http_response, "GET /models", "a list of models", fix=fix)
+        try:
+            listing = _ModelList.model_validate(data)
+        except ValidationError:
+            raise LLMError(f"no model name given, and {self._where} answered GET /models with JSON "
+                           f"that is not a list of models: {_snippet(raw.http_response.content)}",
+                           fix=fix) from None
+        served = [item.id for item in listing.data]
         if len(served) != 1:
             listed = ", ".join(served[:10]) or "none"
-            raise ConfigurationError(f"no model name given, and the server at {self.base_url} "
-                                     f"serves {len(served)} models ({listed})", fix=fix)
+            raise ConfigurationError(f"no model name given, and {self._where} serves "
+                                     f"{len(served)} models ({listed})",
+                                     fix="pass --model or set RUNNER_MODEL")
         return served[0]
+
+    @property
+    def _where(self) -> str:
+        return f"the model server at {self.base_url}"
+
+    def _body(self, response: Any, request: str, expected: str, *, fix: str | None = None
+              ) -> dict[str, Any]:
+        """The JSON object a 2xx response carries; LLMError saying what came instead."""
+        body: bytes = response.content
+        kind = (response.headers.get("content-type") or "no content type").split(";")[0].strip()
+        status = response.status_code
+        problem: str | None = None
+        try:
+            data = loads(body.decode("utf-8"), RESPONSE_BOUNDS, what="the body", types=False)
+        except UnicodeDecodeError:
+            problem = "a body that is not text"
+        except JsonBoundsError as exc:
+            problem = "a body that is not JSON" if exc.kind == "syntax" else str(exc)
+        else:
+            if isinstance(data, dict):
+                return data
+            problem = f"a JSON {_JSON_NAMES.get(type(data), 'value')}, not an object"
+        raise LLMError(f"{self._where} answered {request} with HTTP {status} {kind}, {problem}, where "
+                       f"{expected} was expected: {_snippet(body)}",
+                       fix=fix or f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}")
 
     # -- errors ----------------------------------------------------------------------------
 
@@ -225,9 +271,10 @@ class OpenAIChat:
                     f"model {self.model!r} at {where} rejects native tool calls "
                     f"(HTTP {status}: {detail})", fix=_TOOLS_FIX), False, None)
             if status == 404:
-                return (LLMRequestError(f"{where} answered 404 for model {self.model!r}: {detail}",
+                model = getattr(self, "model", None)  # unset while asking for the model list
+                return (LLMRequestError(f"{where} answered 404 for model {model!r}: {detail}",
                                         fix="check --model / RUNNER_MODEL and that --base-url "
-                                            "ends in /v1"), False, None)
+                                            f"is right ({_BASE_URL_HINT})"), False, None)
             return (LLMRequestError(f"{where} refused the request (HTTP {status}): {detail}",
                                     fix="check the model name and the server's limits (context "
                                         "length, parameters)"), False, None)
@@ -238,39 +285,121 @@ class OpenAIChat:
                          fix="this may be a bug in runner; please report it"), False, None)
 
 
-def _reply(response: Any, *, latency_ms: int, retries: int) -> ChatReply:
-    data = response.model_dump(mode="json", exclude_unset=True) if hasattr(response, "model_dump") \
-        else dict(response)
-    choices = data.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        raise LLMError("the model server answered without a choice (an empty reply)",
-                       fix="check the server's logs; the model may have failed to load")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    content = message.get("content")
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _WireFunction(_Lenient):
+    name: Any = None
+    arguments: Any = None
+
+
+class _WireToolCall(_Lenient):
+    id: Any = None
+    function: _WireFunction | None = None
+
+
+class _WireMessage(_Lenient):
+    content: Any = None
+    tool_calls: list[_WireToolCall] | None = None
+
+
+class _WireChoice(_Lenient):
+    message: _WireMessage | None = None
+    finish_reason: str | None = None
+
+
+class _WireUsage(_Lenient):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _WireCompletion(_Lenient):
+    """A chat-completion body as servers send it: only what the agent reads is checked."""
+
+    choices: list[_WireChoice] = Field(default_factory=list)
+    model: str | None = None
+    usage: _WireUsage | None = None
+
+
+class _ModelId(_Lenient):
+    id: str
+
+
+class _ModelList(_Lenient):
+    data: list[_ModelId]
+
+
+def _text(content: Any) -> str:
+    """Message content: a string, or (some servers) a list of parts with `text`."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content
+                       if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""
+
+
+def _reply(data: dict[str, Any], *, latency_ms: int, retries: int, where: str = "the model server"
+           ) -> ChatReply:
+    try:
+        completion = _WireCompletion.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = ".".join(str(part) for part in first["loc"])
+        raise LLMError(f"{where} answered with JSON that is not a chat completion ({place}: "
+                       f"{first['msg']}): {_snippet(json.dumps(data).encode())}",
+                       fix=f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}") from None
+    if not completion.choices:
+        raise LLMError(f"{where} answered without a choice (an empty reply): "
+                       f"{_snippet(json.dumps(data).encode())}",
+                       fix="check the server's logs; the model may have failed to load, or "
+                           f"--base-url points elsewhere ({_BASE_URL_HINT})")
+    choice = completion.choices[0]
+    message = choice.message or _WireMessage()
+    content = _text(message.content)
     calls: list[ToolCall] = []
     history_calls: list[dict[str, Any]] = []
-    for index, call in enumerate(message.get("tool_calls") or []):
-        function = call.get("function") or {}
-        arguments = function.get("arguments")
+    for index, call in enumerate(message.tool_calls or []):
+        function = call.function or _WireFunction()
+        arguments = function.arguments
         if not isinstance(arguments, str):  # a few servers send an object, not JSON text
-            arguments = json.dumps(arguments if arguments is not None else {})
-        call_id = str(call.get("id") or f"call_{index}")
-        calls.append(ToolCall(id=call_id, name=str(function.get("name") or ""), arguments=arguments))
+            arguments = json.dumps(arguments if arguments is not None else {}, default=repr)
+        name = function.name if isinstance(function.name, str) else ""
+        call_id = str(call.id or f"call_{index}")
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
         history_calls.append({"id": call_id, "type": "function",
-                              "function": {"name": str(function.get("name") or ""),
-                                           "arguments": arguments}})
-    assistant: Message = {"role": "assistant", "content": content if content is not None else ""}
+                              "function": {"name": name, "arguments": arguments}})
+    assistant: Message = {"role": "assistant", "content": content}
     if history_calls:
         assistant["tool_calls"] = history_calls
-    usage = data.get("usage") or {}
+    usage = completion.usage or _WireUsage()
     return ChatReply(
-        content=content if isinstance(content, str) else "", tool_calls=tuple(calls),
-        message=assistant, response=data, finish_reason=choice.get("finish_reason"),
-        model=data.get("model"),
-        usage=Usage(prompt_tokens=usage.get("prompt_tokens"),
-                    completion_tokens=usage.get("completion_tokens")),
+        content=content, tool_calls=tuple(calls), message=assistant, response=data,
+        finish_reason=choice.finish_reason, model=completion.model,
+        usage=Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens),
         latency_ms=latency_ms, retries=retries)
+
+
+_JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+_BASE_URL_HINT = ("it must be the server's OpenAI-compatible API root, usually ending in /v1, "
+                  "e.g. http://127.0.0.1:8000/v1")
+RESPONSE_BOUNDS = JsonBounds(max_chars=32_000_000, max_depth=100, max_items=1_000_000)
+
+
+def _snippet(body: bytes, limit: int = 200) -> str:
+    """The start of a body as a person can read it: text (quoted, controls escaped) or, for
+    binary, its size and first bytes in hex."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{len(body):,} bytes of binary data, starting {body[:16].hex(' ')}"
+    if not text.strip():
+        return "an empty body"
+    shown = " ".join(text.split())
+    shown = shown if len(shown) <= limit else shown[:limit] + "..."
+    return json.dumps(shown, ensure_ascii=True)
 
 
 def _cause(exc: BaseException) -> str:

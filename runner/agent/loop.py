@@ -11,7 +11,16 @@ says how it ended:
 - `budget`: an action could not run because the sandbox-time budget was used up;
 - `llm_error`: the model's server failed (after retries) or refused the request; the
   error (code, message, fix) is in `AgentRun.error`. A server that rejects native tool
-  calls ends here with code TOOLS_UNSUPPORTED and a fix suggesting `--protocol json`.
+  calls ends here with code TOOLS_UNSUPPORTED and a fix suggesting `--protocol json`;
+- `crashed`: an exception inside the orchestrator ended the run (a RunnerError keeps its
+  code and fix in `AgentRun.error`; anything else is a bug, with its traceback there);
+- `interrupted`: Ctrl-C (KeyboardInterrupt, raised on after logging) or, found later, a
+  process that ended without finishing the run.
+
+A reply cut off at the model's token limit (`finish_reason: length`) is incomplete: none
+of it is carried out, and the model is told so (TRUNCATED_REPLY). What is sent each turn
+stays within `max_context_chars` (`runner.agent.context`): older long replies and outputs
+are cut in the messages sent, never in the log.
 
 A function that fails `max_consecutive_failures` times in a row is disabled: the model is
 told, and later calls of it are refused (DENIED) without running. Every turn is logged as
@@ -21,27 +30,31 @@ the run.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
+import traceback
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, LLMError
+from ..budget import TimeBudget
+from ..errors import LLMError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
-from ..logs.agent import AgentLog, AgentRun, AgentStatus, AgentTurn
+from ..logs.agent import AgentLog
 from ..logs.store import LogStore
+from ..ranges import Range, require
 from ..sandbox import Sandbox
 from ..types import Limits, Status
 from . import feedback
 from .actions import AnswerAction, CallAction, CodeAction, ParsedReply
+from .context import DEFAULT_CONTEXT_CHARS, fit
 from .execution import ActionRunner
 from .feedback import Observation
 from .llm import ChatModel, ChatReply, Message
 from .protocols import ReplyProtocol, get_protocol
+from .run import AgentRun, AgentStatus, AgentTurn
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +74,18 @@ class Agent:
                  max_turns: int = 10, max_consecutive_failures: int = 3,
                  budget_s: float | None = 120.0, limits: Limits | None = None,
                  max_feedback_chars: int = feedback.DEFAULT_MAX_CHARS,
+                 max_context_chars: int = DEFAULT_CONTEXT_CHARS,
                  system_prompt: str | None = None, log: LogTarget = True,
                  on_turn: Callable[[AgentTurn], None] | None = None) -> None:
-        if max_turns < 1:
-            raise ConfigurationError(f"max_turns must be at least 1, got {max_turns}",
-                                     fix="pass a positive number of turns")
-        if max_consecutive_failures < 1:
-            raise ConfigurationError(
-                f"max_consecutive_failures must be at least 1, got {max_consecutive_failures}",
-                fix="pass a positive number")
-        if budget_s is not None and budget_s <= 0:
-            raise ConfigurationError(f"budget_s must be positive, got {budget_s}",
-                                     fix="pass seconds of sandbox time, or None for no budget")
+        require("max_turns", max_turns, Range(1, False, 100_000, integer=True),
+                fix="pass a positive number of turns")
+        require("max_consecutive_failures", max_consecutive_failures,
+                Range(1, False, 100_000, integer=True), fix="pass a positive number")
+        TimeBudget(budget_s)  # refuses nan, infinities and non-positive budgets
+        require("max_feedback_chars", max_feedback_chars, Range(200, False, 10_000_000, integer=True),
+                fix="pass a number of characters, e.g. 3000")
+        require("max_context_chars", max_context_chars, Range(1000, False, 100_000_000, integer=True),
+                fix="pass a number of characters, e.g. 60000")
         self.llm = llm
         self.functions = _as_set(functions)
         self.protocol = get_protocol(protocol)
@@ -82,6 +95,8 @@ class Agent:
         self.budget_s = budget_s
         self.limits = limits
         self.max_feedback_chars = max_feedback_chars
+        self.max_context_chars = max_context_chars
+        self.last_run: AgentRun | None = None  # also after Ctrl-C, which run() raises on
         self.system_prompt = system_prompt
         self.on_turn = on_turn
         self._log_target = log
@@ -129,6 +144,7 @@ class _Conversation:
                                         {"role": "user", "content": self.protocol.task_message(task)}]
         self.tools = self.protocol.tools(self.functions)
         self.turns: list[AgentTurn] = []
+        self._partial: _Partial | None = None
         self.log = _open_log(agent._log_target, sandbox)
         self.run_record = AgentRun(
             id=new_id(), task=task, protocol=self.protocol.name,
@@ -140,45 +156,71 @@ class _Conversation:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> AgentRun:
+        """The run, however it ended: an exception inside the loop ends it `crashed` (and is
+        not raised); Ctrl-C ends it `interrupted` and is raised on. Either way the turn in
+        progress and the run's end are logged first."""
         self._write(lambda log: log.start(self.run_record))
         status = AgentStatus.MAX_TURNS
         answer: str | None = None
         reason: str | None = f"no final answer within {self.agent.max_turns} turns"
         error: dict[str, Any] | None = None
-        ended = False
+        stopped: BaseException | None = None
         try:
             for number in range(1, self.agent.max_turns + 1):
                 outcome = self._turn(number)
                 if outcome is not None:
                     status, answer, reason, error = outcome
                     break
-            ended = True
+        except Exception as exc:  # a bug, a sandbox that went away, a failing on_turn hook
+            status, error = AgentStatus.CRASHED, _crash(exc)
+            reason = f"the orchestrator failed: {error['message']}"
+            log.warning("agent run %s crashed", self.run_record.id, exc_info=True)
+            self._record_partial(error)
+        except BaseException as exc:  # KeyboardInterrupt (Ctrl-C), SystemExit
+            stopped = exc
+            status = AgentStatus.INTERRUPTED
+            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+            reason = f"interrupted ({what}) during turn {self._partial.number if self._partial else len(self.turns)}"
+            error = {"code": "INTERRUPTED", "message": f"the run was interrupted by {what}", "fix": None}
+            self._record_partial(error)
         finally:
-            self.runner.close()
-            if not ended:  # an exception (or Ctrl-C) is on its way up: log the run as cut short
-                status, reason = AgentStatus.RUNNING, "interrupted: the orchestrator stopped mid-run"
+            try:
+                self.runner.close()
+            except Exception:
+                log.warning("could not close the sandbox session of agent run %s",
+                            self.run_record.id, exc_info=True)
             run = self.run_record.model_copy(update={
                 "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
                 "finished_at": datetime.now(timezone.utc), "sandbox_ms": self.runner.used_ms,
                 "turns": list(self.turns)})
             self._write(lambda log: log.finish(run))
+            self.agent.last_run = run
+        if stopped is not None:
+            raise stopped
         return run
 
     def _turn(self, number: int) -> tuple[AgentStatus, str | None, str | None, dict[str, Any] | None] | None:
         """One request and what follows; how the run ends, or None to go on."""
-        sent = copy.deepcopy(self.messages)
+        sent = fit(self.messages, self.agent.max_context_chars)
         started = datetime.now(timezone.utc)
+        partial = self._partial = _Partial(number, started, sent)
         try:
             reply = self.agent.llm.complete(sent, tools=self.tools)
         except LLMError as exc:
             error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
             self._record(AgentTurn(number=number, started_at=started, messages_sent=sent, error=error))
             return AgentStatus.LLM_ERROR, None, f"the model's server failed: {exc.message}", error
+        partial.reply = reply
 
-        parsed = self.protocol.parse(reply, self.functions)
-        step = _Step(number)
-        step.notes += parsed.notes
-        stop = self._reply_problems(reply, parsed, step)
+        step = partial.step
+        if reply.finish_reason == "length":
+            parsed = ParsedReply()
+            stop = self._truncated(reply, step)
+        else:
+            parsed = self.protocol.parse(reply, self.functions)
+            step.notes += parsed.notes
+            stop = self._reply_problems(reply, parsed, step)
+        partial.parsed = parsed
         answer = parsed.answer
         if stop is None and answer is None:
             stop = self._carry_out(parsed, step)
@@ -189,20 +231,53 @@ class _Conversation:
         ends = answer is not None or stop is not None
         feedback_messages = [] if ends else self.protocol.feedback_messages(
             reply, step.observations, step.notes)
-        self._record(AgentTurn(
-            number=number, started_at=started, messages_sent=sent, reply=reply.message,
-            response=reply.response,
-            actions=[action.model_dump(mode="json") for action in parsed.actions],
-            feedback=[p.model_dump(mode="json") for o in step.observations for p in o.problems],
-            feedback_messages=feedback_messages, notes=list(step.notes),
-            execution_ids=step.execution_ids, prompt_tokens=reply.usage.prompt_tokens,
-            completion_tokens=reply.usage.completion_tokens, latency_ms=reply.latency_ms,
-            retries=reply.retries))
+        self._record(self._turn_record(partial, feedback_messages=feedback_messages))
         self.messages += [reply.message, *feedback_messages]
         if answer is not None:
             return AgentStatus.ANSWERED, answer, None, None
         if stop is not None:
             return stop[0], None, stop[1], None
+        return None
+
+    def _turn_record(self, partial: _Partial, *, feedback_messages: list[Message],
+                     error: dict[str, Any] | None = None) -> AgentTurn:
+        reply, parsed, step = partial.reply, partial.parsed, partial.step
+        return AgentTurn(
+            number=partial.number, started_at=partial.started, messages_sent=partial.sent,
+            reply=reply.message if reply else None, response=reply.response if reply else None,
+            actions=[action.model_dump(mode="json") for action in parsed.actions] if parsed else [],
+            feedback=[p.model_dump(mode="json") for o in step.observations for p in o.problems],
+            feedback_messages=feedback_messages, notes=list(step.notes),
+            execution_ids=list(step.execution_ids),
+            prompt_tokens=reply.usage.prompt_tokens if reply else None,
+            completion_tokens=reply.usage.completion_tokens if reply else None,
+            latency_ms=reply.latency_ms if reply else 0, retries=reply.retries if reply else 0,
+            error=error)
+
+    def _record_partial(self, error: dict[str, Any]) -> None:
+        """Log the turn that was in progress when the run stopped (what it had got to)."""
+        partial, self._partial = self._partial, None
+        if partial is None:
+            return
+        try:
+            self._record(self._turn_record(partial, feedback_messages=[], error=error))
+        except Exception:  # a hook that fails again must not hide the first failure
+            log.warning("could not record the last turn of agent run %s", self.run_record.id,
+                        exc_info=True)
+
+    def _truncated(self, reply: ChatReply, step: _Step) -> tuple[AgentStatus, str] | None:
+        """TRUNCATED_REPLY, answered per tool call (every call id needs its reply); stop if
+        the same cut-off reply comes again."""
+        item = feedback.truncated_reply(max_tokens=getattr(self.agent.llm, "max_tokens", None),
+                                        template=self.template)
+        text = feedback.render(item, max_chars=self.agent.max_feedback_chars)
+        call_ids: list[str | None] = [call.id for call in reply.tool_calls] or [None]
+        for call_id in call_ids:
+            step.observations.append(Observation(text=text, ok=False, problems=(item,), call_id=call_id))
+        key = _key("length", reply.content, [c.model_dump() for c in reply.tool_calls])
+        if key in self.failed_replies:
+            return AgentStatus.GAVE_UP, "the model repeated a reply that had already been cut off at its token limit"
+        self.failed_replies.add(key)
         return None
 
     # -- one reply ------------------------------------------------------------------------------
@@ -255,8 +330,7 @@ class _Conversation:
         if self.runner.exhausted:
             return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
                                         f"used up before {label} could run")
-        result = self.runner.call(action.function, action.arguments, meta)
-        step.execution_ids.append(result.id)
+        result = self.runner.call(action.function, action.arguments, meta, step.execution_ids)
         observation = feedback.observe(
             result, label=label, spec=self.functions.get(action.function), template=self.template,
             kind="call", max_chars=self.agent.max_feedback_chars, call_id=action.call_id)
@@ -281,14 +355,11 @@ class _Conversation:
         if self.runner.exhausted:
             return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
                                         "used up before the next code block could run")
-        result, setup = self.runner.run_code(action.code, meta)
-        if setup is not None:
-            step.execution_ids.append(setup.id)
-            if setup.status is not Status.OK:
-                message = setup.error.message if setup.error else str(setup.status)
-                step.notes.append(f"the functions could not be defined in the session ({message}); "
-                                  "calling them will fail")
-        step.execution_ids.append(result.id)
+        result, setup = self.runner.run_code(action.code, meta, step.execution_ids)
+        if setup is not None and setup.status is not Status.OK:
+            message = setup.error.message if setup.error else str(setup.status)
+            step.notes.append(f"the functions could not be defined in the session ({message}); "
+                              "calling them will fail")
         step.observations.append(feedback.observe(
             result, label=label, template=self.template, kind="code",
             max_chars=self.agent.max_feedback_chars))
@@ -304,6 +375,7 @@ class _Conversation:
     # -- logging -------------------------------------------------------------------------------
 
     def _record(self, turn: AgentTurn) -> None:
+        self._partial = None
         self.turns.append(turn)
         self._write(lambda log: log.add_turn(self.run_record.id, turn))
         if self.agent.on_turn is not None:
@@ -316,6 +388,30 @@ class _Conversation:
             work(self.log)
         except Exception:  # the run matters more than its log
             log.warning("could not write agent run %s to the log", self.run_record.id, exc_info=True)
+
+
+class _Partial:
+    """The turn in progress: what was sent, and the reply and actions once there are some."""
+
+    def __init__(self, number: int, started: datetime, sent: list[Message]) -> None:
+        self.number = number
+        self.started = started
+        self.sent = sent
+        self.reply: ChatReply | None = None
+        self.parsed: ParsedReply | None = None
+        self.step = _Step(number)
+
+
+def _crash(exc: Exception) -> dict[str, Any]:
+    """The error of a run that an exception ended: the runner's own code and fix when it is a
+    RunnerError, else the exception and its traceback (a bug to report)."""
+    if isinstance(exc, RunnerError):
+        return {"code": exc.code, "message": exc.message, "fix": exc.fix,
+                "type": type(exc).__name__}
+    return {"code": "CRASHED", "message": f"{type(exc).__name__}: {exc}",
+            "fix": "this is a bug in runner or in an on_turn hook; the traceback is in the run's "
+                   "log (runner logs show RUN_ID --json)",
+            "type": type(exc).__name__, "traceback": "".join(traceback.format_exception(exc))}
 
 
 class _Step:
@@ -336,6 +432,7 @@ def _settings(agent: Agent, limits: Limits) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "max_turns": agent.max_turns, "max_consecutive_failures": agent.max_consecutive_failures,
         "budget_s": agent.budget_s, "max_feedback_chars": agent.max_feedback_chars,
+        "max_context_chars": agent.max_context_chars,
         "limits": limits.model_dump(mode="json")}
     for name in ("temperature", "max_tokens", "timeout_s", "max_retries"):
         value = getattr(agent.llm, name, None)

@@ -24,6 +24,14 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
+from ..math.extract import last_boxed as last_boxed  # one rule for agent and evaluation
+from ..jsonlimits import JsonBounds, JsonBoundsError, json_problem, loads
+
+# What one reply may hold as JSON: replies are bounded by the model's token limit, but a
+# server can send anything. Beyond these, text is not read as JSON (and the model is told).
+REPLY_BOUNDS = JsonBounds(max_chars=4_000_000, max_depth=100, max_items=200_000)
+_MAX_REPAIR_CHARS = 200_000  # json-repair is pure Python and recursive: only modest text
+
 # -- JSON objects in text ------------------------------------------------------------------
 
 
@@ -34,22 +42,45 @@ class FoundObject(NamedTuple):
     repaired: bool  # strict JSON could not read it; json-repair could
 
 
-def _strict(text: str) -> Any:
+def _parse(text: str) -> tuple[Any, bool]:
+    """(strict JSON within REPLY_BOUNDS or None, whether the text is JSON beyond the bounds).
+
+    Text beyond the bounds is not repaired either: what json-repair made of it would not
+    be what the model wrote (an over-long integer becomes something else)."""
     try:
-        return json.loads(text)
-    except ValueError:
-        return None
+        return loads(text, REPLY_BOUNDS, types=False), False
+    except JsonBoundsError as exc:
+        return None, exc.kind != "syntax"
+
+
+def _strict(text: str) -> Any:
+    """Strict JSON within REPLY_BOUNDS (never a RecursionError); None when it is not."""
+    return _parse(text)[0]
 
 
 def repair(text: str) -> Any:
-    """What `json-repair` makes of `text`; None when it makes nothing of it."""
+    """What `json-repair` makes of `text`; None when it makes nothing of it (or the text,
+    or what it makes of it, is beyond REPLY_BOUNDS)."""
     from json_repair import repair_json
 
+    if len(text) > _MAX_REPAIR_CHARS:
+        return None
     try:
         value = repair_json(text, return_objects=True)
-    except Exception:  # a bug in the repair library must not cost the reply
+    except Exception:  # a bug in the repair library (or RecursionError) must not cost the reply
         return None
-    return None if value == "" else value
+    if value == "" or json_problem(value, REPLY_BOUNDS, types=False) is not None:
+        return None
+    return value
+
+
+def json_text_problem(text: str) -> str | None:
+    """Why `text` cannot be read as JSON within the bounds, or None if it can."""
+    try:
+        loads(text, REPLY_BOUNDS, types=False)
+    except JsonBoundsError as exc:
+        return str(exc)
+    return None
 
 
 def _balanced_spans(text: str, quotes: str) -> Iterator[tuple[int, int]]:
@@ -90,10 +121,10 @@ def _balanced_spans(text: str, quotes: str) -> Iterator[tuple[int, int]]:
 
 
 def _read_candidate(candidate: str) -> tuple[dict[str, Any] | None, bool]:
-    value = _strict(candidate)
+    value, beyond = _parse(candidate)
     if isinstance(value, dict):
         return value, False
-    if ":" not in candidate:  # `{x}` in LaTeX or prose is no object
+    if beyond or ":" not in candidate:  # `{x}` in LaTeX or prose is no object
         return None, False
     value = repair(candidate)
     if isinstance(value, dict) and value:
@@ -104,10 +135,12 @@ def _read_candidate(candidate: str) -> tuple[dict[str, Any] | None, bool]:
 def json_objects(text: str) -> list[FoundObject]:
     """Every JSON object in `text`, in order of appearance (nested ones belong to their parent)."""
     stripped = text.strip()
-    whole = _strict(stripped)
+    whole, beyond = _parse(stripped)
     if isinstance(whole, dict):
         start = text.index(stripped[0])
         return [FoundObject(whole, start, start + len(stripped), False)]
+    if beyond:
+        return []
     found: list[FoundObject] = []
     # Braces inside double-quoted strings do not count; single quotes are apostrophes in
     # prose far more often than string delimiters, so they count only on a second try.
@@ -142,9 +175,11 @@ def load_arguments(text: Any) -> tuple[Any, bool]:
         return text, False
     if not text.strip():
         return {}, False
-    value = _strict(text)
+    value, beyond = _parse(text)
     if isinstance(value, dict):
         return value, False
+    if beyond:  # validation says what is wrong with it
+        return text, False
     if isinstance(value, str):  # JSON text of JSON text, as some servers double-encode
         inner = _strict(value)
         if isinstance(inner, dict):
@@ -351,22 +386,4 @@ def fenced_blocks(text: str) -> list[Fence]:
         position = end
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (nested braces allowed), or None."""
-    matches = list(_BOXED.finditer(text))
-    for match in reversed(matches):
-        depth = 1
-        index = match.end()
-        while index < len(text):
-            char = text[index]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[match.end():index].strip()
-            index += 1
-    return None
+# `last_boxed(text)`: one rule for the agent and the math evaluation (runner.math.extract).

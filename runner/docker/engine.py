@@ -114,6 +114,9 @@ def engine_info(timeout: float = 30) -> dict[str, Any]:
     info: dict[str, Any] = json.loads(proc.stdout or b"{}")
     if info.get("ServerErrors"):
         raise unavailable("; ".join(info["ServerErrors"]))
+    if not isinstance(info, dict):
+        raise DockerCommandError(f"`docker info` printed {type(info).__name__} where an object "
+                                 "was expected", fix=SETUP_HINT)
     return info
 
 

@@ -60,7 +60,7 @@ def _lock(key: str) -> threading.Lock:
 def _pip_platforms() -> list[str]:
     machine = platform.machine() or "x86_64"
     tags = [f"manylinux_2_{minor}_{machine}" for minor in (36, 34, 31, 28, 27, 24, 17)]
-    return tags + [f"manylinux2014_{machine}", f"linux_{machine}"]
+    return [*tags, f"manylinux2014_{machine}", f"linux_{machine}"]
 
 
 def _pip_reason(stderr: str) -> str:
@@ -133,7 +133,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
 
     key = hashlib.sha256(json.dumps(
         [sorted(str(r) for r in requests), image_id]).encode()).hexdigest()[:16]
-    root = runner_home() / "envs"
+    root = runner_home(writable=True) / "envs"
     root.mkdir(parents=True, exist_ok=True)
     target = root / key
     # A thread lock for this process and a file lock for the others: one build per key,
@@ -143,7 +143,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
         if (target / _COMPLETE).is_file():
             versions = json.loads((target / _COMPLETE).read_text())
             return Environment(key, target, _select(versions, requests))
-        cache = runner_home() / "cache"
+        cache = runner_home(writable=True) / "cache"
         wheels = cache / "wheels" / key
         wheels.mkdir(parents=True, exist_ok=True)
         _download(requests, wheels, timeout)
@@ -163,7 +163,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
 
 
 def _readable_by_all(root: Path) -> None:
-    for directory, subdirs, files in os.walk(root):
+    for directory, _subdirs, files in os.walk(root):
         os.chmod(directory, 0o755)
         for name in files:
             path = os.path.join(directory, name)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from ..logs.functions import Author
 from .call import call_function
 from .schema import parameters_schema, parse_docstring, spec_from_callable
 from .sets import FunctionSet
@@ -21,6 +22,7 @@ from .validation import ArgumentErrors, ArgumentProblem, validate_arguments
 __all__ = [
     "ArgumentErrors",
     "ArgumentProblem",
+    "Author",
     "FunctionSet",
     "FunctionSpec",
     "Tool",

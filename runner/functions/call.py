@@ -16,7 +16,7 @@ row's meta names the set, function, version, spec digest and arguments.
 
 from __future__ import annotations
 
-import json
+import reprlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from ..errors import ConfigurationError
 from ..ids import new_id
+from ..jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, json_problem, loads
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, Limits, SourceFile, Status
 from .sets import FunctionLike, FunctionSet, as_spec
 from .spec import FunctionSpec
@@ -31,6 +32,9 @@ from .validation import validate_arguments
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox
+
+
+_LOGGED_TEXT = 100_000  # characters of argument text that could not be read as an object
 
 
 def source_filename(name: str) -> str:
@@ -52,7 +56,8 @@ def build_request(spec: FunctionSpec, arguments: dict[str, Any], *,
 
 def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: str | None,
                   arguments: Any, *, limits: Limits | None = None,
-                  meta: dict[str, Any] | None = None) -> ExecutionResult:
+                  meta: dict[str, Any] | None = None, execution_id: str | None = None
+                  ) -> ExecutionResult:
     """Validate `arguments` for the function `name` of `target` (a set, or one spec or
     `@tool` function, where `name` may be None), then run it in `sandbox`.
 
@@ -60,8 +65,9 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
     Mistakes of the caller's program (no name for a set of several functions, a name that
     contradicts a single spec) raise ConfigurationError; everything a model could get
     wrong comes back as a result. `meta` is added to what the log records (e.g. the
-    agent run and turn that made the call).
+    agent run and turn that made the call); `execution_id` is the result's id (new by default).
     """
+    execution_id = execution_id or new_id()
     limits = limits or sandbox.limits
     extra = dict(meta or {})
     function_set = target if isinstance(target, FunctionSet) else None
@@ -74,7 +80,8 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
             name = function_set.names[0]
         spec = function_set.get(name)
         if spec is None:
-            return _unknown_function(sandbox, function_set, name, arguments, limits, extra)
+            return _unknown_function(sandbox, function_set, name, arguments, limits, extra,
+                                     execution_id)
         version: int | None = function_set.version(name)
     else:
         spec = as_spec(target)  # type: ignore[arg-type]
@@ -91,23 +98,23 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
         request = build_request(spec, _loggable(arguments), function_set=function_set, limits=limits)
         detail = problems.model_dump(mode="json")
         result = _refused(sandbox, limits, ErrorInfo(
-            type="InvalidArguments", message=problems.message(), detail=detail))
+            type="InvalidArguments", message=problems.message(), detail=detail), execution_id)
         # The log row keeps the detail in meta too: it is the queryable copy.
         sandbox.record(request, result, {**call_meta, "arguments": _loggable(arguments),
                                          "invalid_arguments": detail})
         return result
     request = build_request(spec, data, function_set=function_set, limits=limits)
-    return sandbox.execute(request, meta={**call_meta, "arguments": data})
+    return sandbox.execute(request, meta={**call_meta, "arguments": data}, execution_id=execution_id)
 
 
 def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, arguments: Any,
-                      limits: Limits, extra: dict[str, Any]) -> ExecutionResult:
+                      limits: Limits, extra: dict[str, Any], execution_id: str) -> ExecutionResult:
     available = function_set.names
     detail = {"function": name, "set": function_set.name, "available": available}
     message = (f"there is no function {name!r} in set {function_set.name!r}; the functions are: "
                + (", ".join(available) if available else "none"))
     result = _refused(sandbox, limits, ErrorInfo(type="UnknownFunction", message=message,
-                                                 detail=detail))
+                                                 detail=detail), execution_id)
     request = ExecutionRequest(code="", limits=limits,
                                call=FunctionCall(name=name, arguments=_loggable(arguments)))
     sandbox.record(request, result, {**extra, "function": name, "version": None,
@@ -116,22 +123,36 @@ def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, ar
     return result
 
 
-def _refused(sandbox: Sandbox, limits: Limits, error: ErrorInfo) -> ExecutionResult:
-    return ExecutionResult(id=new_id(), backend=sandbox.backend, status=Status.INVALID_ARGS,
+def _refused(sandbox: Sandbox, limits: Limits, error: ErrorInfo, execution_id: str) -> ExecutionResult:
+    return ExecutionResult(id=execution_id, backend=sandbox.backend, status=Status.INVALID_ARGS,
                            error=error, limits=limits)
 
 
 def _loggable(arguments: Any) -> dict[str, Any]:
-    """Whatever was passed, as a JSON object for the log (non-JSON values as their repr)."""
-    if isinstance(arguments, (str, bytes)):
+    """Whatever was passed, as a JSON object for the log (non-JSON values as their repr).
+
+    Arguments beyond the bounds are described, not copied: copying them is what the
+    bounds are there to avoid."""
+    if isinstance(arguments, bytes):
+        arguments = arguments.decode("utf-8", "replace")
+    if isinstance(arguments, str):
         try:
-            parsed = json.loads(arguments)
-        except ValueError:
+            parsed = loads(arguments, ARGUMENT_BOUNDS, types=False)
+        except JsonBoundsError:
             parsed = None
-        if isinstance(parsed, dict):
-            arguments = parsed
-    if isinstance(arguments, Mapping):
-        return {str(key): to_jsonable_python(value, fallback=repr) for key, value in arguments.items()}
+        if not isinstance(parsed, dict):
+            shown = arguments if len(arguments) <= _LOGGED_TEXT else (
+                arguments[:_LOGGED_TEXT] + f"... [{len(arguments) - _LOGGED_TEXT:,} more characters]")
+            return {"(arguments)": shown}
+        arguments = parsed
     if arguments is None:
         return {}
+    if isinstance(arguments, Mapping):
+        arguments = dict(arguments)
+    too_big = json_problem(arguments, ARGUMENT_BOUNDS, types=False)
+    if too_big is not None:
+        return {"(arguments)": f"[not logged: {too_big.message}]"}
+    if isinstance(arguments, dict):
+        return {key if isinstance(key, str) else reprlib.repr(key): to_jsonable_python(value, fallback=repr)
+                for key, value in arguments.items()}
     return {"(arguments)": to_jsonable_python(arguments, fallback=repr)}

@@ -1,10 +1,17 @@
-"""Plain-text views of function sets and their history, for the CLI."""
+"""Plain-text views of function sets and their history, for the CLI.
+
+Descriptions, code, diffs, authors and notes are written by models and people; the
+history view makes each of them inert for a terminal (`safe`, the default) before it adds
+its own colour, and the CLI does the same for the set view as a whole.
+"""
 
 from __future__ import annotations
 
 import textwrap
 
 from ..logs.functions import FunctionVersionRecord
+from ..terminal import diff as coloured_diff
+from ..terminal import sanitize_for_terminal, style
 from .sets import FunctionSet
 
 
@@ -34,16 +41,23 @@ def render_function_set(function_set: FunctionSet, *, code: bool = False) -> str
     return "\n".join(lines) + "\n"
 
 
-def render_history(records: list[FunctionVersionRecord], *, diffs: bool = True) -> str:
-    """One block per change, oldest first: when, what, who, and the code diff."""
+def render_history(records: list[FunctionVersionRecord], *, diffs: bool = True, safe: bool = True,
+                   colour: bool = False) -> str:
+    """One block per change, oldest first: when, what, who, and the code diff.
+
+    `safe` escapes control sequences in everything that came from a person or a model;
+    `colour` colours the diffs (for a terminal)."""
+    clean = sanitize_for_terminal if safe else (lambda text: text)
     if not records:
         return "no recorded changes\n"
     lines: list[str] = []
     for record in records:
         when = record.changed_at.strftime("%Y-%m-%d %H:%M:%S")
-        note = f"  ({record.note})" if record.note else ""
-        lines.append(f"{when}  {record.set_name}.{record.function} v{record.version}  "
-                     f"{record.action} by {record.author}{note}")
+        note = f"  ({clean(record.note)})" if record.note else ""
+        heading = clean(f"{record.set_name}.{record.function} v{record.version}")
+        lines.append(f"{when}  {style(heading, 'heading', enabled=colour)}  "
+                     f"{record.action} by {clean(str(record.author))}{note}")
         if diffs and record.code_diff:
-            lines.append(textwrap.indent(record.code_diff.rstrip("\n"), "    "))
+            body = textwrap.indent(clean(record.code_diff.rstrip("\n")), "    ")
+            lines.append(coloured_diff(body, enabled=colour))
     return "\n".join(lines) + "\n"

@@ -116,7 +116,7 @@ def _literal_schema(values: tuple[Any, ...]) -> dict[str, Any]:
     for value in flat:
         if not (value is None or isinstance(value, (str, int, float, bool))):
             raise _Unsupported(f"Literal[{value!r}]")
-    kinds = {_JSON_TYPES[type(v)] if type(v) in _JSON_TYPES else None for v in flat}
+    kinds = {_JSON_TYPES.get(type(v)) for v in flat}
     schema: dict[str, Any] = {}
     if len(kinds) == 1 and None not in kinds:
         schema["type"] = kinds.pop()

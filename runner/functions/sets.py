@@ -24,12 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FunctionExistsError, FunctionNotFoundError, FunctionSpecError, NotFoundError
+from ..jsonlimits import JsonBounds, JsonBoundsError, loads
 from ..logs.functions import Action, Author, FunctionVersionLog, FunctionVersionRecord, code_diff
 from ..logs.store import LogStore
 from .spec import FunctionSpec
 from .tool import Tool
 
 LogTarget = LogStore | Path | str | bool | None
+# A whole set file: many specs, each with its code (each spec is bounded again on its own).
+SET_FILE_BOUNDS = JsonBounds(max_chars=64_000_000, max_depth=66, max_items=1_000_000)
 FunctionLike = FunctionSpec | Tool[Any, Any] | Mapping[str, Any]
 
 
@@ -275,10 +278,11 @@ class FunctionSet:
             raise FunctionSpecError(f"cannot read {source}: {exc}",
                                     fix="a function set file is UTF-8 JSON") from None
         try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise FunctionSpecError(f"{source} is not valid JSON: {exc}",
-                                    fix="a function set file is one JSON list or object") from None
+            data = loads(text, SET_FILE_BOUNDS, what=str(source))
+        except JsonBoundsError as exc:
+            fix = ("a function set file is one JSON list or object" if exc.kind == "syntax" else
+                   f"a function set file may have {SET_FILE_BOUNDS.describe()}")
+            raise FunctionSpecError(str(exc), fix=fix) from None
         set_name = name
         if set_name is None and not (isinstance(data, dict) and isinstance(data.get("name"), str)
                                      and "functions" in data):

@@ -22,15 +22,19 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator, SchemaError, validators
+from packaging.markers import InvalidMarker, Marker
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from ..errors import FunctionSpecError
+from ..jsonlimits import JsonBounds, json_problem
 from ..packages import PackageRequestError, parse_requirement
+from .bounded_schema import SchemaProblem, check_schema
 from .source import clean_code, read_signature, strip_tool_decorators
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a Python name OpenAI also accepts
 _FIELDS = ("name", "description", "parameters", "packages", "code")
+# One spec as data (code included); its schema has tighter bounds of its own.
+SPEC_BOUNDS = JsonBounds(max_chars=4_000_000, max_depth=64, max_items=50_000)
 
 # One requirement inside a free-text package list: a name, optional extras, optional
 # comma-joined version specifiers ("numpy>=1.2,<2" is one requirement, not two).
@@ -42,7 +46,10 @@ _SEPARATORS = re.compile(r"[\s,;]+")
 
 
 def split_packages(text: str) -> list[str]:
-    """'sympy, numpy>=1.2,<2 scipy' -> ['sympy', 'numpy>=1.2,<2', 'scipy']."""
+    """'sympy, numpy>=1.2,<2 scipy' -> ['sympy', 'numpy>=1.2,<2', 'scipy'].
+
+    A requirement may carry an environment marker after `;` (`requests; os_name == "posix"`);
+    a `;` not followed by a marker separates requirements, like a comma."""
     found: list[str] = []
     position = 0
     while position < len(text):
@@ -54,9 +61,74 @@ def split_packages(text: str) -> list[str]:
         if not match:
             rest = text[position:].split()[0]
             raise ValueError(f"cannot read a package requirement at {rest!r} in packages {text!r}")
-        found.append(match.group(0))
-        position = match.end()
+        requirement, position = match.group(0), match.end()
+        semicolon = re.compile(r"\s*;").match(text, position)
+        if semicolon:
+            end = _marker_end(text, semicolon.end())
+            if end is not None:
+                requirement = f"{requirement}; {text[semicolon.end():end].strip()}"
+                position = end
+        found.append(requirement)
     return found
+
+
+_MARKER_VARIABLES = frozenset({
+    "os_name", "sys_platform", "platform_machine", "platform_python_implementation",
+    "platform_release", "platform_system", "platform_version", "python_version",
+    "python_full_version", "implementation_name", "implementation_version", "extra",
+    "os.name", "sys.platform", "platform.version", "platform.machine",
+    "platform.python_implementation", "python_implementation"})
+_MARKER_TOKEN = re.compile(r"""\s*(\(|\)|'[^']*'|"[^"]*"|===|==|!=|<=|>=|~=|<|>|"""
+                           r"""not\s+in\b|in\b|and\b|or\b|[A-Za-z_][A-Za-z0-9_.]*)""")
+_MARKER_OPERATORS = frozenset({"===", "==", "!=", "<=", ">=", "~=", "<", ">", "in"})
+
+
+def _marker_end(text: str, start: int) -> int | None:
+    """Where a PEP 508 environment marker starting at `start` ends, or None if none starts
+    there. Reads `atom (and|or atom)*`, where an atom is `value op value` or `( ... )`."""
+
+    def token(at: int) -> tuple[str, int] | None:
+        match = _MARKER_TOKEN.match(text, at)
+        return (" ".join(match.group(1).split()), match.end()) if match else None
+
+    def value(at: int) -> int | None:
+        found = token(at)
+        if found and (found[0] in _MARKER_VARIABLES or found[0][:1] in "'\""):
+            return found[1]
+        return None
+
+    def atom(at: int) -> int | None:
+        found = token(at)
+        if found and found[0] == "(":
+            inner = expression(found[1])
+            closing = token(inner) if inner is not None else None
+            return closing[1] if closing and closing[0] == ")" else None
+        left = value(at)
+        operator = token(left) if left is not None else None
+        if operator is None or (operator[0] not in _MARKER_OPERATORS and operator[0] != "not in"):
+            return None
+        return value(operator[1])
+
+    def expression(at: int) -> int | None:
+        end = atom(at)
+        while end is not None:
+            joiner = token(end)
+            if not joiner or joiner[0] not in ("and", "or"):
+                break
+            following = atom(joiner[1])
+            if following is None:
+                break
+            end = following
+        return end
+
+    end = expression(start)
+    if end is None:
+        return None
+    try:
+        Marker(text[start:end])
+    except InvalidMarker:
+        return None
+    return end
 
 
 def _json_if_string(value: Any, field: str) -> Any:
@@ -111,6 +183,15 @@ class FunctionSpec(BaseModel):
     parameters: dict[str, Any]
     packages: tuple[str, ...] = ()
     code: str
+
+    def __init__(self, **data: Any) -> None:
+        """Keywords as for `from_dict`; problems raise FunctionSpecError, not pydantic's error."""
+        # pydantic calls an overridden __init__ from model_validate too, so this is the one
+        # place where its ValidationError becomes a FunctionSpecError.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _Invalid(data, _problems(exc)) from None
 
     # -- lenient input ---------------------------------------------------------------
 
@@ -172,7 +253,8 @@ class FunctionSpec(BaseModel):
         if "type" not in schema:
             schema = {"type": "object", **schema}
         if schema.get("type") != "object":
-            raise ValueError(f"`parameters` must be a JSON schema of type object, got type {schema.get('type')!r}")
+            raise ValueError("`parameters` must be a JSON schema of type object, got type "
+                             f"{schema.get('type')!r}")
         properties = schema.setdefault("properties", {})
         if not isinstance(properties, dict):
             raise ValueError("`parameters.properties` must be an object")
@@ -184,10 +266,9 @@ class FunctionSpec(BaseModel):
                 raise ValueError(f"the schema of argument {argument!r} must be an object, "
                                  f"got {type(argument_schema).__name__}")
         try:
-            validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(top)"
-            raise ValueError(f"`parameters` is not a valid JSON schema at {where}: {exc.message}") from None
+            check_schema(schema)
+        except SchemaProblem as exc:
+            raise ValueError(f"`parameters` cannot be used: {exc}") from None
         return schema
 
     @field_validator("packages")
@@ -218,15 +299,18 @@ class FunctionSpec(BaseModel):
         if not isinstance(data, dict):
             raise FunctionSpecError(f"{where or 'a function spec'} must be a JSON object, "
                                     f"got {type(data).__name__}", fix=_SHAPE_HINT)
+        too_big = json_problem(data, SPEC_BOUNDS)
+        if too_big is not None:
+            raise FunctionSpecError(f"{_label(data, where)} is not usable: {too_big.message}",
+                                    fix=f"a spec may have {SPEC_BOUNDS.describe()}")
         unknown = sorted(set(data) - set(_FIELDS) - {"arguments"})
         if unknown:
             raise FunctionSpecError(
                 f"{_label(data, where)} has unknown field(s) {', '.join(unknown)}", fix=_SHAPE_HINT)
         try:
             return cls.model_validate(data)
-        except ValidationError as exc:
-            raise FunctionSpecError(f"{_label(data, where)} is not valid: {_problems(exc)}",
-                                    fix=_SHAPE_HINT) from None
+        except _Invalid as exc:
+            raise _Invalid(data, exc.problems, where=where) from None
 
     @classmethod
     def from_callable(cls, function: Callable[..., Any], **overrides: Any) -> FunctionSpec:
@@ -292,6 +376,14 @@ def schema_type_text(schema: dict[str, Any]) -> str:
 _SHAPE_HINT = ("a function spec is a JSON object with name, description, parameters (a JSON "
                "schema object) or arguments (a properties object, or that object as a JSON "
                "string), packages (a list or a comma/space separated string) and code")
+
+
+class _Invalid(FunctionSpecError):
+    """A spec pydantic refused; `problems` names each field's problem."""
+
+    def __init__(self, data: dict[str, Any], problems: str, *, where: str = "") -> None:
+        super().__init__(f"{_label(data, where)} is not valid: {problems}", fix=_SHAPE_HINT)
+        self.problems = problems
 
 
 def _label(data: dict[str, Any], where: str) -> str:

@@ -7,6 +7,9 @@ schema that a valid call satisfies.
 
 Arguments are JSON data: anything JSON cannot carry (a datetime, NaN, a set) is refused
 here, and what the sandbox receives is exactly the JSON round trip of what was validated.
+They are bounded (`runner.jsonlimits.ARGUMENT_BOUNDS`: size, nesting, integer digits) and
+the schema is applied within the time and error bounds of `bounded_schema`, so arguments
+or a schema written to exhaust the caller's process are refused as `invalid_args`.
 An argument that is not among the schema's `properties` is unexpected unless the schema
 says otherwise (`additionalProperties` true or a schema, or a matching `patternProperties`),
 because a function receives its arguments by name.
@@ -15,16 +18,17 @@ because a function receives its arguments by name.
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, json_problem, loads
+from .bounded_schema import MAX_ERRORS, SchemaProblem, errors_of, pattern_matches
 from .spec import FunctionSpec, schema_type_text
+
+_MAX_MESSAGE = 300  # characters of one problem's message (they quote the offending value)
 
 
 class ArgumentProblem(BaseModel):
@@ -111,29 +115,6 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _not_json(value: Any, path: str) -> str | None:
-    """Why `value` is not JSON data (naming the first offending part), or None."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{path} is {value!r}, which JSON cannot carry"
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            found = _not_json(item, f"{path}[{index}]")
-            if found:
-                return found
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{path} has a key {key!r} that is not a string"
-            found = _not_json(item, f"{path}.{key}")
-            if found:
-                return found
-        return None
-    return f"{path} is a {type(value).__name__}, which is not JSON data"
-
-
 def _format_path(parts: Sequence[Any]) -> str:
     text = ""
     for part in parts:
@@ -160,23 +141,29 @@ def validate_arguments(spec: FunctionSpec, arguments: Any
         arguments = {}
     if isinstance(arguments, (str, bytes)):
         try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            return refuse(invalid=[ArgumentProblem(
-                argument=None, path="", message=f"the arguments are not valid JSON ({exc})")])
+            arguments = loads(arguments, ARGUMENT_BOUNDS, what="the arguments text", types=False)
+        except JsonBoundsError as exc:
+            return refuse(invalid=[ArgumentProblem(argument=None, path="", message=str(exc))])
     if not isinstance(arguments, Mapping):
         return refuse(invalid=[ArgumentProblem(
             argument=None, path="", message="the arguments must be a JSON object mapping argument "
             f"names to values, got {json_type(arguments)}")])
+    arguments = dict(arguments)
+    too_big = json_problem(arguments, ARGUMENT_BOUNDS, types=False)
+    if too_big is not None:
+        where = too_big.path.split(".")[0].split("[")[0]
+        return refuse(invalid=[ArgumentProblem(
+            argument=where or None, path=where, message=f"{too_big.message} (arguments may have "
+            f"{ARGUMENT_BOUNDS.describe()})")])
 
-    unexpected = [str(key) for key in arguments if not isinstance(key, str)]
+    unexpected = [_key_text(key) for key in arguments if not isinstance(key, str)]
     given = {key: value for key, value in arguments.items() if isinstance(key, str)}
     wrong_type: list[ArgumentProblem] = []
     for key in list(given):
-        reason = _not_json(given[key], key)
-        if reason:
+        problem = json_problem(given[key], ARGUMENT_BOUNDS, path=key)
+        if problem is not None:
             wrong_type.append(ArgumentProblem(
-                argument=key, path=key, message=reason, got=type(given[key]).__name__,
+                argument=key, path=key, message=problem.message, got=type(given[key]).__name__,
                 expected=_expected_text(schema, key)))
             del given[key]
     # What the sandbox receives: the JSON round trip (tuples become lists, and so on).
@@ -185,11 +172,17 @@ def validate_arguments(spec: FunctionSpec, arguments: Any
     properties = schema.get("properties") or {}
     missing = [name for name in schema.get("required") or () if name not in data
                and name not in {p.argument for p in wrong_type}]
-    unexpected += [key for key in data if not _allowed_extra(schema, key)]
     invalid: list[ArgumentProblem] = []
-    validator_class = validators.validator_for(schema, default=Draft202012Validator)
-    for error in validator_class(schema).iter_errors(data):
+    try:
+        unexpected += [key for key in data if not _allowed_extra(schema, key)]
+        violations, more = errors_of(schema, data)
+    except SchemaProblem as exc:
+        return refuse(invalid=[ArgumentProblem(argument=None, path="", message=str(exc))])
+    for error in violations:
         _classify(error, missing, unexpected, wrong_type, invalid)
+    if more:
+        invalid.append(ArgumentProblem(argument=None, path="", message=(
+            f"there are more problems; only the first {MAX_ERRORS} are listed")))
 
     order = {name: index for index, name in enumerate(properties)}
 
@@ -201,6 +194,16 @@ def validate_arguments(spec: FunctionSpec, arguments: Any
                             wrong_type=sorted(wrong_type, key=position),
                             invalid=sorted(invalid, key=position), parameters=schema)
     return (data, None) if errors.ok else ({}, errors)
+
+
+def _key_text(key: Any) -> str:
+    import reprlib
+
+    return reprlib.Repr().repr(key)[:80]
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE - 3] + "..."
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -216,7 +219,7 @@ def _allowed_extra(schema: dict[str, Any], key: str) -> bool:
     """Whether an argument is allowed by the schema (named, or explicitly allowed as extra)."""
     if key in (schema.get("properties") or {}):
         return True
-    if any(re.search(pattern, key) for pattern in schema.get("patternProperties") or {}):
+    if any(pattern_matches(pattern, key) for pattern in schema.get("patternProperties") or {}):
         return True
     extra = schema.get("additionalProperties")
     return extra is True or isinstance(extra, dict)
@@ -242,7 +245,7 @@ def _classify(error: SchemaViolation, missing: list[str], unexpected: list[str],
         return  # top-level extras were counted before validating
     if kind == "type":
         wrong_type.append(ArgumentProblem(
-            argument=argument, path=path, message=error.message,
+            argument=argument, path=path, message=_cut(error.message),
             expected=_type_text(error.validator_value), got=json_type(error.instance)))
         return
     if kind in ("anyOf", "oneOf") and error.context and all(
@@ -253,7 +256,7 @@ def _classify(error: SchemaViolation, missing: list[str], unexpected: list[str],
                 if name not in expected:
                     expected.append(name)
         wrong_type.append(ArgumentProblem(
-            argument=argument, path=path, message=error.message, expected="|".join(expected),
+            argument=argument, path=path, message=_cut(error.message), expected="|".join(expected),
             got=json_type(error.instance)))
         return
     if kind in ("anyOf", "oneOf") and error.context:
@@ -262,7 +265,7 @@ def _classify(error: SchemaViolation, missing: list[str], unexpected: list[str],
             for sub in branch:
                 _classify(sub, missing, unexpected, wrong_type, invalid)
             return
-    invalid.append(ArgumentProblem(argument=argument, path=path, message=error.message))
+    invalid.append(ArgumentProblem(argument=argument, path=path, message=_cut(error.message)))
 
 
 def _matching_branch(context: list[SchemaViolation]) -> list[SchemaViolation] | None:

@@ -14,8 +14,8 @@ from runner.logs.store import SPOOL_NAME, ExecutionRecord, LogStore
 
 __all__ = [
     "MIGRATIONS",
-    "Author",
     "SPOOL_NAME",
+    "Author",
     "ExecutionRecord",
     "FunctionVersionLog",
     "FunctionVersionRecord",

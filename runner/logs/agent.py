@@ -8,133 +8,33 @@ the feedback as data and the exact text sent next, token usage, latency, retries
 ids of the executions the turn caused. Those executions are ordinary rows of
 `executions`, whose meta names the run and the turn (`agent_run`, `agent_turn`).
 
-`AgentRun` and `AgentTurn` are also what `Agent.run` returns, so the API, `--json`, the
-log and `runner logs show RUN_ID` all have one shape. `AgentLog` reads and writes them
-over short connections of its own, as `FunctionVersionLog` does, and `render_agent_run`
-is the plain-text view.
+`AgentRun` and `AgentTurn` (defined in `runner.agent.run`) are what `Agent.run` returns,
+so the API, `--json`, the log and `runner logs show RUN_ID` all have one shape. `AgentLog`
+reads and writes them over short connections of its own, as `FunctionVersionLog` does,
+and `render_agent_run` is the plain-text view.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
+import os
+import socket
+import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
-from enum import StrEnum
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from runner.agent.run import AgentRun, AgentStatus, AgentTurn
 from runner.errors import LogStoreError, NotFoundError
+from runner.logs.query import find_ids
+from runner.logs.render import FULL_HINT, abridge
 from runner.logs.side_table import SideTable
-from runner.logs.store import ExecutionRecord, LogStore
-
-
-class AgentStatus(StrEnum):
-    """How a run ended (`running` while it has not)."""
-
-    RUNNING = "running"
-    ANSWERED = "answered"
-    GAVE_UP = "gave_up"
-    MAX_TURNS = "max_turns"
-    BUDGET = "budget"
-    LLM_ERROR = "llm_error"
-
-
-class AgentTurn(BaseModel):
-    """One request to the model, its reply, what was done about it and what was said back."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    number: int
-    started_at: datetime
-    messages_sent: list[dict[str, Any]]  # exactly the messages of the request
-    reply: dict[str, Any] | None = None  # the assistant message as received
-    response: dict[str, Any] | None = None  # the whole response body
-    actions: list[dict[str, Any]] = Field(default_factory=list)  # as parsed
-    feedback: list[dict[str, Any]] = Field(default_factory=list)  # problems, as data
-    # Exactly the messages that follow the reply (the last turn of a run that hit its turn
-    # limit keeps what would have been sent).
-    feedback_messages: list[dict[str, Any]] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-    execution_ids: list[str] = Field(default_factory=list)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: int = 0
-    retries: int = 0
-    error: dict[str, Any] | None = None  # an LLM error that ended the run at this turn
-
-    @property
-    def feedback_text(self) -> str | None:
-        """The text of the feedback messages (None when there are none)."""
-        if not self.feedback_messages:
-            return None
-        return "\n\n".join(str(m.get("content") or "") for m in self.feedback_messages)
-
-    @property
-    def feedback_codes(self) -> list[str]:
-        return [str(item.get("code")) for item in self.feedback]
-
-
-class AgentRun(BaseModel):
-    """One conversation with a model, from the task to its end."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    task: str
-    protocol: str
-    model: str | None = None
-    base_url: str | None = None
-    backend: str | None = None
-    function_set: str | None = None
-    functions: list[str] = Field(default_factory=list)
-    system_prompt: str = ""
-    tools: list[dict[str, Any]] | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
-    status: AgentStatus = AgentStatus.RUNNING
-    final_answer: str | None = None
-    stop_reason: str | None = None
-    error: dict[str, Any] | None = None
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    finished_at: datetime | None = None
-    sandbox_ms: int = 0
-    turns: list[AgentTurn] = Field(default_factory=list)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(t.prompt_tokens or 0 for t in self.turns)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(t.completion_tokens or 0 for t in self.turns)
-
-    @property
-    def execution_ids(self) -> list[str]:
-        return [i for t in self.turns for i in t.execution_ids]
-
-    def summary_dict(self) -> dict[str, Any]:
-        """The run as `runner agent --json` prints it: everything except the full message
-        lists and response bodies of each turn (`runner logs show ID --json` has those)."""
-        data = {key: value for key, value in self.model_dump(mode="json").items()
-                if key not in ("turns", "tools", "system_prompt")}
-        data["prompt_tokens"] = self.prompt_tokens
-        data["completion_tokens"] = self.completion_tokens
-        data["turns"] = [{
-            "number": t.number, "reply": t.reply, "actions": t.actions, "feedback": t.feedback,
-            "feedback_text": t.feedback_text, "notes": t.notes, "execution_ids": t.execution_ids,
-            "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-            "latency_ms": t.latency_ms, "retries": t.retries, "error": t.error,
-        } for t in self.turns]
-        return data
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """Everything, as plain JSON types."""
-        data = self.model_dump(mode="json")
-        for turn, source in zip(data["turns"], self.turns, strict=True):
-            turn["feedback_text"] = source.feedback_text
-        return data
+from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore, transaction
+from runner.terminal import PLAIN, Style
 
 
 # -- the database ---------------------------------------------------------------------------
@@ -157,62 +57,137 @@ def _iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+_INSERT_RUN = (f"INSERT INTO agent_runs ({', '.join(_RUN_COLUMNS)}) "
+               f"VALUES ({', '.join(':' + c for c in _RUN_COLUMNS)})")
+_UPSERT_RUN = (_INSERT_RUN + " ON CONFLICT(id) DO UPDATE SET "
+               + ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS if c != "id"))
+_INSERT_TURN = (f"INSERT INTO agent_turns ({', '.join(_TURN_COLUMNS)}) "
+                f"VALUES ({', '.join(':' + c for c in _TURN_COLUMNS)})")
+
+
+def run_row(run: AgentRun) -> dict[str, Any]:
+    """The agent_runs row of a run (its turn count and tokens are those of `run.turns`)."""
+    return {
+        "id": run.id, "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
+        "task": run.task, "protocol": run.protocol, "model": run.model,
+        "base_url": run.base_url, "backend": run.backend, "function_set": run.function_set,
+        "status": str(run.status), "final_answer": run.final_answer,
+        "stop_reason": run.stop_reason, "error_json": _json(run.error),
+        "turn_count": len(run.turns), "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens, "sandbox_ms": run.sandbox_ms,
+        "settings_json": _json(run.settings),
+        "run_json": _json({"functions": run.functions, "system_prompt": run.system_prompt,
+                           "tools": run.tools, "owner": _owner()}),
+    }
+
+
+def turn_row(run_id: str, turn: AgentTurn) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "number": turn.number, "started_at": _iso(turn.started_at),
+        "latency_ms": turn.latency_ms, "retries": turn.retries,
+        "prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
+        "messages_sent_json": _json(turn.messages_sent), "reply_json": _json(turn.reply),
+        "response_json": _json(turn.response), "actions_json": _json(turn.actions),
+        "feedback_json": _json(turn.feedback), "feedback_text": turn.feedback_text,
+        "feedback_messages_json": _json(turn.feedback_messages), "notes_json": _json(turn.notes),
+        "execution_ids_json": _json(turn.execution_ids), "error_json": _json(turn.error),
+    }
+
+
+def insert_turn(conn: sqlite3.Connection, run_id: str, turn: AgentTurn, *,
+                ignore_existing: bool = False) -> bool:
+    """Insert a turn and link the executions it caused to it (their foreign keys: the
+    executions were written first, when the turn's row did not exist yet). False when
+    `ignore_existing` and the turn was there already. The caller holds a transaction."""
+    sql = _INSERT_TURN.replace("INSERT", "INSERT OR IGNORE", 1) if ignore_existing else _INSERT_TURN
+    if conn.execute(sql, turn_row(run_id, turn)).rowcount <= 0:
+        return False
+    link_executions(conn, run_id, turn.execution_ids, turn=turn.number)
+    return True
+
+
+def insert_run(conn: sqlite3.Connection, run: AgentRun, *, ignore_existing: bool = False) -> bool:
+    """Insert a run's row (not its turns); False when `ignore_existing` and it was there."""
+    sql = _INSERT_RUN.replace("INSERT", "INSERT OR IGNORE", 1) if ignore_existing else _INSERT_RUN
+    return conn.execute(sql, run_row(run)).rowcount > 0
+
+
+def link_executions(conn: sqlite3.Connection, run_id: str, execution_ids: Sequence[str], *,
+                    turn: int | None = None) -> None:
+    """Point the executions' foreign keys at their run (and turn, when given)."""
+    if not execution_ids:
+        return
+    marks = ", ".join("?" for _ in execution_ids)
+    if turn is None:
+        conn.execute(f"UPDATE executions SET agent_run_id = ? WHERE id IN ({marks}) "
+                     "AND agent_run_id IS NULL", [run_id, *execution_ids])
+    else:
+        conn.execute(f"UPDATE executions SET agent_run_id = ?, agent_turn = ? WHERE id IN ({marks})",
+                     [run_id, turn, *execution_ids])
 
 
 class AgentLog(SideTable):
-    """Reads and writes agent runs and turns in the log database of a LogStore."""
+    """Reads and writes agent runs and turns in the log database of a LogStore.
+
+    Opening one closes the runs left `running` by a process that is gone (killed, or its
+    machine rebooted): they become `interrupted`, so no run stays `running` for ever."""
 
     what = "the agent log"
+
+    def __init__(self, store: LogStore | Path | str | None = None, *,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        super().__init__(store, busy_timeout_s=busy_timeout_s)
+        with contextlib.suppress(LogStoreError):  # a read-only log can still be read
+            self.close_abandoned()
+
+    def close_abandoned(self) -> list[str]:
+        """Mark `interrupted` the running runs whose owner process is gone; their ids."""
+        rows = self._run(lambda conn: conn.execute(
+            "SELECT id, run_json FROM agent_runs WHERE status = 'running'").fetchall(), "read")
+        gone = [(run_id, owner) for run_id, text in rows
+                for owner in [(_load(text, {}) or {}).get("owner")]
+                if isinstance(owner, dict) and _owner_alive(owner) is False]
+        if not gone:
+            return []
+        now = _iso(datetime.now(UTC))
+
+        def close(conn: sqlite3.Connection) -> None:
+            for run_id, owner in gone:
+                reason = (f"interrupted: its process (pid {owner.get('pid')} on "
+                          f"{owner.get('host')}) ended before the run did")
+                conn.execute("UPDATE agent_runs SET status = 'interrupted', stop_reason = ?, "
+                             "finished_at = ? WHERE id = ? AND status = 'running'",
+                             (reason, now, run_id))
+
+        self._run(close, "write to")
+        return [run_id for run_id, _ in gone]
 
     # -- writing -----------------------------------------------------------------------------
 
     def start(self, run: AgentRun) -> None:
         """Insert the run's row (status `running` until `finish`)."""
-        row = self._run_row(run)
-        sql = (f"INSERT INTO agent_runs ({', '.join(_RUN_COLUMNS)}) "
-               f"VALUES ({', '.join(':' + c for c in _RUN_COLUMNS)})")
-        self._run(lambda conn: conn.execute(sql, row), "write to")
+        self._run(lambda conn: insert_run(conn, run), "write to")
 
     def add_turn(self, run_id: str, turn: AgentTurn) -> None:
-        row = {
-            "run_id": run_id, "number": turn.number, "started_at": _iso(turn.started_at),
-            "latency_ms": turn.latency_ms, "retries": turn.retries,
-            "prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens,
-            "messages_sent_json": _json(turn.messages_sent), "reply_json": _json(turn.reply),
-            "response_json": _json(turn.response), "actions_json": _json(turn.actions),
-            "feedback_json": _json(turn.feedback), "feedback_text": turn.feedback_text,
-            "feedback_messages_json": _json(turn.feedback_messages), "notes_json": _json(turn.notes),
-            "execution_ids_json": _json(turn.execution_ids), "error_json": _json(turn.error),
-        }
-        sql = (f"INSERT INTO agent_turns ({', '.join(_TURN_COLUMNS)}) "
-               f"VALUES ({', '.join(':' + c for c in _TURN_COLUMNS)})")
-        self._run(lambda conn: conn.execute(sql, row), "write to")
+        def write(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                insert_turn(conn, run_id, turn)
+
+        self._run(write, "write to")
 
     def finish(self, run: AgentRun) -> None:
-        """Update the run's row with how it ended (inserting it if `start` never got through)."""
-        row = self._run_row(run)
-        columns = [c for c in _RUN_COLUMNS if c != "id"]
-        sql = (f"INSERT INTO agent_runs ({', '.join(_RUN_COLUMNS)}) "
-               f"VALUES ({', '.join(':' + c for c in _RUN_COLUMNS)}) ON CONFLICT(id) DO UPDATE SET "
-               + ", ".join(f"{c} = excluded.{c}" for c in columns))
-        self._run(lambda conn: conn.execute(sql, row), "write to")
+        """Update the run's row with how it ended (inserting it if `start` never got through,
+        and then linking its executions, which could not point at a missing run)."""
+        def write(conn: sqlite3.Connection) -> None:
+            with transaction(conn):
+                conn.execute(_UPSERT_RUN, run_row(run))
+                link_executions(conn, run.id, run.execution_ids)
 
-    @staticmethod
-    def _run_row(run: AgentRun) -> dict[str, Any]:
-        return {
-            "id": run.id, "started_at": _iso(run.started_at), "finished_at": _iso(run.finished_at),
-            "task": run.task, "protocol": run.protocol, "model": run.model,
-            "base_url": run.base_url, "backend": run.backend, "function_set": run.function_set,
-            "status": str(run.status), "final_answer": run.final_answer,
-            "stop_reason": run.stop_reason, "error_json": _json(run.error),
-            "turn_count": len(run.turns), "prompt_tokens": run.prompt_tokens,
-            "completion_tokens": run.completion_tokens, "sandbox_ms": run.sandbox_ms,
-            "settings_json": _json(run.settings),
-            "run_json": _json({"functions": run.functions, "system_prompt": run.system_prompt,
-                               "tools": run.tools}),
-        }
+        self._run(write, "write to")
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -244,13 +219,20 @@ class AgentLog(SideTable):
                                 fix="run `runner logs runs` to see recent runs")
         return run
 
-    def list(self, *, limit: int | None = 20, status: str | None = None) -> list[AgentRun]:
+    def list(self, *, limit: int | None = 20, status: str | None = None,
+             since: datetime | None = None) -> list[AgentRun]:
         """Runs, newest first, without their turns (`turns` is empty; see `get`)."""
         sql = f"SELECT {', '.join(_RUN_COLUMNS)} FROM agent_runs"
+        clauses: list[str] = []
         params: list[Any] = []
         if status is not None:
-            sql += " WHERE status = ?"
+            clauses.append("status = ?")
             params.append(status)
+        if since is not None:
+            clauses.append("started_at >= ?")
+            params.append(_iso(since))
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY started_at DESC, id DESC"
         if limit is not None:
             sql += " LIMIT ?"
@@ -276,6 +258,44 @@ class AgentLog(SideTable):
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot): a pid reused later differs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _owner() -> dict[str, Any]:
+    """The process writing a run: enough to tell later whether it is still alive."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id(),
+            "started": _start_ticks(os.getpid())}
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool | None:
+    """Whether a run's owner still runs: None when this machine cannot tell (another host)."""
+    if owner.get("host") != socket.gethostname():
+        return None
+    if owner.get("boot_id") and _boot_id() and owner.get("boot_id") != _boot_id():
+        return False  # the machine has rebooted since
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return None
+    started = _start_ticks(pid)
+    if started is None:
+        return False
+    return owner.get("started") in (None, started)
 
 
 def _load(text: str | None, default: Any = None) -> Any:
@@ -316,30 +336,45 @@ def _turn_from_row(row: Sequence[Any]) -> AgentTurn:
 
 def find_agent_run(store: LogStore, id_or_prefix: str) -> AgentRun | None:
     """For `runner logs show ID`: the agent run `id_or_prefix` names, or None when it names
-    no run (then it is an execution id). A prefix of both a run and executions is refused."""
-    run = AgentLog(store).find(id_or_prefix)
-    if run is None or run.id == id_or_prefix.strip().upper():
-        return run
-    try:
-        execution = store.get_execution(id_or_prefix)
-    except NotFoundError:
-        return run
-    raise NotFoundError(f"{id_or_prefix!r} matches agent run {run.id} and execution {execution.id}",
-                        fix="type more characters of the id")
+    no run (then it is an execution id, or nothing). A prefix that fits more than one id
+    is refused with every id it fits, runs and executions alike."""
+    found = store.read(lambda conn: find_ids(conn, id_or_prefix))
+    runs, executions = found["agent_run"], found["execution"]
+    if len(runs) + len(executions) > 1:
+        def listed(ids: list[str], kind: str) -> str:
+            shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+            count = f"{len(ids)}+" if len(ids) > 5 else str(len(ids))
+            return f"{count} {kind}{'' if len(ids) == 1 else 's'} ({shown})"
+
+        parts = [listed(ids, kind) for ids, kind in ((runs, "agent run"), (executions, "execution"))
+                 if ids]
+        raise NotFoundError(f"{id_or_prefix.strip()!r} matches " + " and ".join(parts),
+                            fix="type more characters of the id")
+    if not runs:
+        return None
+    return AgentLog(store).get(runs[0])
 
 
 # -- plain text -----------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
+class _Text:
+    """Model and program text is untrusted: every piece of it goes through `clean` (control
+    characters shown escaped, unless the style is raw) and long bodies through `body`."""
 
-def _clean(text: str) -> str:
-    """Model and program text is untrusted: escape control characters other than \\n and \\t."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+    def __init__(self, style: Style, full: bool) -> None:
+        self.style = style
+        self.full = full
 
+    def clean(self, value: object) -> str:
+        return self.style.text(str(value))
 
-def _indent(text: str, prefix: str = "    ") -> list[str]:
-    return [prefix + line if line else prefix.rstrip() for line in _clean(text).splitlines()] or [prefix.rstrip()]
+    def body(self, value: str) -> str:
+        return self.clean(abridge(value, full=self.full))
+
+    def indent(self, text: str, prefix: str = "    ") -> list[str]:
+        lines = self.body(text).splitlines()
+        return [prefix + line if line else prefix.rstrip() for line in lines] or [prefix.rstrip()]
 
 
 def _when(moment: datetime) -> str:
@@ -350,76 +385,81 @@ def _rule(title: str) -> str:
     return f"── {title} " + "─" * max(3, 72 - len(title))
 
 
-def _execution_lines(record: ExecutionRecord | None, execution_id: str) -> list[str]:
+def _execution_lines(record: ExecutionRecord | None, execution_id: str, t: _Text) -> list[str]:
     if record is None:
-        return [f"  execution {execution_id}: not in this log"]
+        return [f"  execution {t.clean(execution_id)}: not in this log"]
     result, request = record.result, record.request
-    what = f"call {request.call.name}" if request.call is not None else "code"
-    lines = [f"  execution {result.id} · {what} · {result.status} · {result.duration_ms} ms"]
+    what = f"call {t.clean(request.call.name)}" if request.call is not None else "code"
+    status = t.style.status(str(result.status))
+    lines = [f"  execution {result.id} · {what} · {status} · {result.duration_ms} ms"]
     if request.call is None and request.code.strip():
-        lines += _indent(request.code.rstrip("\n"), "    │ ")
+        lines += t.indent(request.code.rstrip("\n"), "    │ ")
     elif request.call is not None:
-        lines.append("    arguments " + _clean(json.dumps(request.call.arguments, ensure_ascii=False)))
+        lines.append("    arguments " + t.body(json.dumps(request.call.arguments, ensure_ascii=False)))
     if result.return_value is not None:
         value = json.dumps(result.return_value, ensure_ascii=False, default=repr)
-        lines.append("    returned " + _clean(value if len(value) <= 300 else value[:297] + "..."))
+        lines.append("    returned " + t.clean(value if len(value) <= 300 else value[:297] + "..."))
     for name, text, cut in (("stdout", result.stdout, result.stdout_truncated),
                             ("stderr", result.stderr, result.stderr_truncated)):
         if text:
-            shown = text if len(text) <= 2000 else text[:2000] + f"\n[... {len(text) - 2000} more characters]"
+            shown = text if t.full or len(text) <= 2000 else \
+                text[:2000] + f"\n[... {len(text) - 2000:,} more characters; {FULL_HINT} ...]"
             lines.append(f"    {name}{' (truncated by the sandbox)' if cut else ''}:")
-            lines += _indent(shown.rstrip("\n"), "      ")
+            lines += t.indent(shown.rstrip("\n"), "      ")
     if result.error is not None:
-        lines.append(f"    error {_clean(result.error.type)}: {_clean(result.error.message)}")
+        lines.append(f"    error {t.clean(result.error.type)}: {t.body(result.error.message)}")
     return lines
 
 
-def _message_lines(message: Mapping[str, Any]) -> list[str]:
-    role = str(message.get("role", "?"))
-    lines = [f"{role}" + (f" (for {message['tool_call_id']})" if message.get("tool_call_id") else "")
-             + ":"]
+def _message_lines(message: Mapping[str, Any], t: _Text) -> list[str]:
+    role = t.clean(message.get("role", "?"))
+    for_call = f" (for {t.clean(message['tool_call_id'])})" if message.get("tool_call_id") else ""
+    lines = [f"{role}{for_call}:"]
     content = message.get("content")
     if isinstance(content, str) and content:
-        lines += _indent(content)
+        lines += t.indent(content)
     elif content not in (None, ""):
-        lines += _indent(json.dumps(content, ensure_ascii=False))
+        lines += t.indent(json.dumps(content, ensure_ascii=False))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        lines.append(f"  tool call {call.get('id')}: {_clean(str(function.get('name')))}"
-                     f"({_clean(str(function.get('arguments')))})")
+        lines.append(f"  tool call {t.clean(call.get('id'))}: {t.clean(function.get('name'))}"
+                     f"({t.body(str(function.get('arguments')))})")
     return lines
 
 
-def render_agent_run(run: AgentRun, executions: Mapping[str, ExecutionRecord] | None = None) -> str:
+def render_agent_run(run: AgentRun, executions: Mapping[str, ExecutionRecord] | None = None, *,
+                     style: Style = PLAIN, full: bool = False) -> str:
     """The conversation in order: the system prompt and task, then per turn the reply, the
     actions read from it, the executions they caused and the feedback sent back."""
     executions = executions or {}
+    t = _Text(style, full)
     tokens = f"{run.prompt_tokens} prompt + {run.completion_tokens} completion tokens"
     lines = [
         f"agent run  {run.id}",
         f"started    {_when(run.started_at)}"
         + (f" · took {(run.finished_at - run.started_at).total_seconds():.1f} s" if run.finished_at else ""),
-        f"model      {run.model or '-'}" + (f" at {run.base_url}" if run.base_url else ""),
-        f"protocol   {run.protocol} · backend {run.backend or '-'} · functions: "
-        + (", ".join(run.functions) or "none") + (f" (set {run.function_set})" if run.function_set else ""),
-        (f"status     {run.status} · {len(run.turns)} turn{'' if len(run.turns) == 1 else 's'} · "
-         f"{run.sandbox_ms} ms in the sandbox · {tokens}"),
+        f"model      {t.clean(run.model or '-')}" + (f" at {t.clean(run.base_url)}" if run.base_url else ""),
+        f"protocol   {t.clean(run.protocol)} · backend {t.clean(run.backend or '-')} · functions: "
+        + t.clean(", ".join(run.functions) or "none")
+        + (f" (set {t.clean(run.function_set)})" if run.function_set else ""),
+        (f"status     {style.status(str(run.status))} · {len(run.turns)} "
+         f"turn{'' if len(run.turns) == 1 else 's'} · {run.sandbox_ms} ms in the sandbox · {tokens}"),
     ]
     if run.final_answer is not None:
-        lines.append("answer     " + _clean(run.final_answer))
+        lines.append("answer     " + t.body(run.final_answer))
     if run.stop_reason:
-        lines.append("stopped    " + _clean(run.stop_reason))
+        lines.append("stopped    " + t.clean(run.stop_reason))
     if run.error:
-        lines.append(f"error      [{run.error.get('code')}] {_clean(str(run.error.get('message')))}")
+        lines.append(f"error      [{t.clean(run.error.get('code'))}] {t.clean(run.error.get('message'))}")
         if run.error.get("fix"):
-            lines.append(f"fix        {_clean(str(run.error.get('fix')))}")
+            lines.append(f"fix        {t.clean(run.error.get('fix'))}")
     if run.settings:
-        lines.append("settings   " + _clean(json.dumps(run.settings, sort_keys=True)))
+        lines.append("settings   " + t.clean(json.dumps(run.settings, sort_keys=True)))
     first = run.turns[0].messages_sent if run.turns else []
     if first:
         lines += ["", _rule("conversation start")]
         for message in first:
-            lines += _message_lines(message)
+            lines += _message_lines(message, t)
     for position, turn in enumerate(run.turns):
         # The last turn's feedback was prepared but never sent once the run had ended.
         unsent = position == len(run.turns) - 1 and run.status is not AgentStatus.RUNNING
@@ -429,9 +469,10 @@ def render_agent_run(run: AgentRun, executions: Mapping[str, ExecutionRecord] | 
         retries = f" · {turn.retries} retries" if turn.retries else ""
         lines += ["", _rule(f"turn {turn.number} · {turn.latency_ms} ms{usage}{retries}")]
         if turn.error:
-            lines.append(f"model error [{turn.error.get('code')}]: {_clean(str(turn.error.get('message')))}")
+            lines.append(f"model error [{t.clean(turn.error.get('code'))}]: "
+                         f"{t.clean(turn.error.get('message'))}")
         if turn.reply is not None:
-            lines += _message_lines(turn.reply)
+            lines += _message_lines(turn.reply, t)
         for action in turn.actions:
             kind = action.get("kind")
             if kind == "call":
@@ -441,32 +482,36 @@ def render_agent_run(run: AgentRun, executions: Mapping[str, ExecutionRecord] | 
                 text = (first_line[0] if first_line else "") + " ..."
             else:
                 text = json.dumps(action.get("answer"), ensure_ascii=False)
-            lines.append(f"parsed: {kind} {_clean(text)}")
+            lines.append(f"parsed: {t.clean(kind)} {t.body(text)}")
         for execution_id in turn.execution_ids:
-            lines += _execution_lines(executions.get(execution_id), execution_id)
+            lines += _execution_lines(executions.get(execution_id), execution_id, t)
         if turn.feedback:
-            lines.append("problems: " + ", ".join(turn.feedback_codes))
+            lines.append("problems: " + t.clean(", ".join(turn.feedback_codes)))
         for message in turn.feedback_messages:
             verb = "feedback not sent (the run ended here), as " if unsent else "feedback sent, as "
-            lines += [verb + _message_lines(message)[0]]
-            lines += _message_lines(message)[1:]
+            message_lines = _message_lines(message, t)
+            lines += [verb + message_lines[0], *message_lines[1:]]
     return "\n".join(lines) + "\n"
 
 
-def render_agent_run_list(runs: Sequence[AgentRun], turn_counts: Mapping[str, int]) -> str:
+def render_agent_run_list(runs: Sequence[AgentRun], turn_counts: Mapping[str, int], *,
+                          style: Style = PLAIN) -> str:
     if not runs:
         return "no agent runs\n"
+    clean = style.text
     header = ("ID", "STARTED", "STATUS", "TURNS", "PROTOCOL", "MODEL", "TASK")
     rows = []
     for run in runs:
         task = " ".join(run.task.split())
         rows.append((run.id, run.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-                     str(run.status), str(turn_counts.get(run.id, 0)), run.protocol,
-                     run.model or "-", _clean(task if len(task) <= 50 else task[:47] + "...")))
+                     str(run.status), str(turn_counts.get(run.id, 0)), clean(run.protocol),
+                     clean(run.model or "-"), clean(task if len(task) <= 50 else task[:47] + "...")))
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     out = []
-    for row in [header, *rows]:
+    for number, row in enumerate([header, *rows]):
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        if number > 0:  # colour after padding, so escape codes do not count as width
+            cells[2] = cells[2].replace(row[2], style.status(row[2]), 1)
         out.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(out) + "\n"
 

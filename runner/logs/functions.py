@@ -111,7 +111,8 @@ class FunctionVersionLog(SideTable):
         sql = (f"INSERT INTO function_versions ({', '.join(names)}) "
                f"VALUES ({', '.join(':' + n for n in names)})")
         row_id = self._run(lambda conn: conn.execute(sql, row).lastrowid, "write to")
-        return FunctionVersionRecord(id=int(row_id), changed_at=changed_at, set_name=set_name,
+        assert row_id is not None  # an INSERT always has a row id
+        return FunctionVersionRecord(id=row_id, changed_at=changed_at, set_name=set_name,
                                      function=function, version=version, action=action,
                                      author=author, note=note, spec=spec, code_diff=diff)
 

@@ -133,6 +133,228 @@ MIGRATIONS: list[Migration] = [
         );
         """,
     ),
+    Migration(
+        4,
+        "code and output stored once; foreign keys from executions to agent runs, turns and "
+        "replayed executions; full-text search",
+        # Both tables are rebuilt: SQLite cannot add a table-level foreign key to an existing
+        # table, and the search index needs row numbers that VACUUM keeps (an INTEGER
+        # PRIMARY KEY; the implicit rowid of a table keyed by text may be renumbered).
+        # agent_turns first: executions_v4 refers to it, and dropping a table that live
+        # rows refer to would fail.
+        """
+        CREATE TABLE agent_turns_v4 (
+            seq                    INTEGER PRIMARY KEY,      -- stable row number (search index)
+            run_id                 TEXT NOT NULL REFERENCES agent_runs (id),
+            number                 INTEGER NOT NULL,         -- 1, 2, ...
+            started_at             TEXT NOT NULL,
+            latency_ms             INTEGER NOT NULL DEFAULT 0,
+            retries                INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens          INTEGER,
+            completion_tokens      INTEGER,
+            messages_sent_json     TEXT NOT NULL,            -- exactly the messages of the request
+            reply_json             TEXT NOT NULL DEFAULT 'null',  -- the assistant message received
+            response_json          TEXT NOT NULL DEFAULT 'null',  -- the whole response body
+            actions_json           TEXT NOT NULL DEFAULT '[]',    -- as parsed
+            feedback_json          TEXT NOT NULL DEFAULT '[]',    -- problems: code, message, details, reminder
+            feedback_text          TEXT,                     -- exactly the text sent next
+            feedback_messages_json TEXT NOT NULL DEFAULT '[]',
+            notes_json             TEXT NOT NULL DEFAULT '[]',
+            execution_ids_json     TEXT NOT NULL DEFAULT '[]',    -- executions this turn caused, in order
+            error_json             TEXT NOT NULL DEFAULT 'null',
+            UNIQUE (run_id, number)
+        );
+        INSERT INTO agent_turns_v4 (
+            run_id, number, started_at, latency_ms, retries, prompt_tokens, completion_tokens,
+            messages_sent_json, reply_json, response_json, actions_json, feedback_json,
+            feedback_text, feedback_messages_json, notes_json, execution_ids_json, error_json)
+        SELECT run_id, number, started_at, latency_ms, retries, prompt_tokens, completion_tokens,
+               messages_sent_json, reply_json, response_json, actions_json, feedback_json,
+               feedback_text, feedback_messages_json, notes_json, execution_ids_json, error_json
+        FROM agent_turns ORDER BY started_at, run_id, number;
+        DROP TABLE agent_turns;
+        ALTER TABLE agent_turns_v4 RENAME TO agent_turns;
+
+        CREATE TABLE executions_v4 (
+            seq                   INTEGER PRIMARY KEY,      -- stable row number (search index)
+            id                    TEXT NOT NULL UNIQUE,     -- ULID, sorts by creation time
+            started_at            TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            source                TEXT NOT NULL DEFAULT 'api',  -- cli, api, demo, agent, replay, ...
+            backend               TEXT NOT NULL,
+            status                TEXT NOT NULL,
+            exit_code             INTEGER,
+            duration_ms           INTEGER NOT NULL DEFAULT 0,
+            function              TEXT,                     -- the function called; NULL for a code block
+            code                  TEXT NOT NULL,
+            limits_json           TEXT NOT NULL,            -- limits applied (result.limits)
+            request_limits_json   TEXT NOT NULL,            -- limits asked for (request.limits)
+            packages_json         TEXT NOT NULL DEFAULT '[]',   -- requirements asked for
+            package_versions_json TEXT NOT NULL DEFAULT '{}',   -- name -> version that ran
+            image                 TEXT,                     -- the Docker image id; NULL elsewhere
+            stdout                TEXT NOT NULL DEFAULT '',
+            stderr                TEXT NOT NULL DEFAULT '',
+            stdout_truncated      INTEGER NOT NULL DEFAULT 0,
+            stderr_truncated      INTEGER NOT NULL DEFAULT 0,
+            error_type            TEXT,                     -- NULL when there was no error
+            error_message         TEXT,
+            error_traceback       TEXT,
+            return_value_json     TEXT NOT NULL DEFAULT 'null',
+            cpu_ms                INTEGER NOT NULL DEFAULT 0,
+            max_rss_kb            INTEGER NOT NULL DEFAULT 0,
+            meta_json             TEXT NOT NULL DEFAULT '{}',
+            -- The fields of the request and the result that have no column of their own
+            -- (a function call's arguments, the preamble, an error's structured detail, ...):
+            -- every field is stored once, in a column or here.
+            request_extra_json    TEXT NOT NULL DEFAULT '{}',
+            result_extra_json     TEXT NOT NULL DEFAULT '{}',
+            -- Links any SQLite tool can follow. The turn is filled in when the turn is
+            -- logged (after the executions it caused). Evaluations link here in their own
+            -- migration (an evaluation_id column).
+            agent_run_id          TEXT REFERENCES agent_runs (id),
+            agent_turn            INTEGER,
+            replay_of             TEXT REFERENCES executions (id) ON DELETE SET NULL,
+            FOREIGN KEY (agent_run_id, agent_turn) REFERENCES agent_turns (run_id, number)
+        );
+        INSERT INTO executions_v4 (
+            id, started_at, source, backend, status, exit_code, duration_ms, function, code,
+            limits_json, request_limits_json, packages_json, package_versions_json, image,
+            stdout, stderr, stdout_truncated, stderr_truncated, error_type, error_message,
+            error_traceback, return_value_json, cpu_ms, max_rss_kb, meta_json,
+            request_extra_json, result_extra_json, agent_run_id, agent_turn)
+        SELECT e.id, e.started_at, e.source, e.backend, e.status, e.exit_code, e.duration_ms,
+               json_extract(e.request_json, '$.call.name'), e.code,
+               e.limits_json, e.request_limits_json, e.packages_json, e.package_versions_json,
+               json_extract(e.result_json, '$.image'),
+               e.stdout, e.stderr, e.stdout_truncated, e.stderr_truncated, e.error_type,
+               e.error_message, e.error_traceback, e.return_value_json, e.cpu_ms, e.max_rss_kb,
+               e.meta_json,
+               coalesce(json_remove(e.request_json, '$.code', '$.limits', '$.packages'), '{}'),
+               coalesce(json_remove(e.result_json, '$.id', '$.backend', '$.status',
+                                    '$.exit_code', '$.stdout', '$.stderr', '$.stdout_truncated',
+                                    '$.stderr_truncated', '$.error.type', '$.error.message',
+                                    '$.error.traceback', '$.return_value', '$.duration_ms',
+                                    '$.limits', '$.resources', '$.packages', '$.image',
+                                    '$.started_at'), '{}'),
+               (SELECT r.id FROM agent_runs r WHERE r.id = json_extract(e.meta_json, '$.agent_run')),
+               (SELECT t.number FROM agent_turns t
+                 WHERE t.run_id = json_extract(e.meta_json, '$.agent_run')
+                   AND t.number = json_extract(e.meta_json, '$.agent_turn'))
+        FROM executions e ORDER BY e.started_at, e.id;
+        DROP TABLE executions;
+        ALTER TABLE executions_v4 RENAME TO executions;
+
+        -- Few indexes: each one is written with every execution. Backends and sources
+        -- have a handful of values each; lists filtered by them walk the time index, and
+        -- the values themselves (for a form's choices) are in execution_facets.
+        CREATE INDEX executions_started_at ON executions (started_at, id);
+        CREATE INDEX executions_status ON executions (status, started_at);
+        CREATE INDEX executions_function ON executions (function) WHERE function IS NOT NULL;
+        CREATE INDEX executions_agent ON executions (agent_run_id, agent_turn)
+            WHERE agent_run_id IS NOT NULL;
+        CREATE INDEX executions_replay_of ON executions (replay_of) WHERE replay_of IS NOT NULL;
+
+        -- Full-text search over what ran and what it printed, without a second copy of
+        -- the text: the index reads the executions table itself (external content).
+        -- Rows are indexed in batches by the writer (runner.logs.store: every few dozen
+        -- rows, and when a store closes), because indexing one row per transaction
+        -- doubles the cost of logging an execution; `indexed_up_to` is the last row in
+        -- the index, and searches match the few rows after it on the fly. Deletes and
+        -- updates of indexed rows are kept in step here, by triggers.
+        -- columnsize=0: no per-row table of token counts (only ranking by relevance needs
+        -- it; lists here are in time order), one write less per row.
+        CREATE VIRTUAL TABLE executions_fts USING fts5 (
+            code, stdout, stderr, error_type, error_message, error_traceback,
+            content = 'executions', content_rowid = 'seq', columnsize = 0
+        );
+        CREATE TABLE executions_fts_state (
+            id            INTEGER PRIMARY KEY CHECK (id = 1),
+            indexed_up_to INTEGER NOT NULL          -- every row with seq <= this is indexed
+        );
+        CREATE TRIGGER executions_fts_delete AFTER DELETE ON executions BEGIN
+            INSERT INTO executions_fts (executions_fts, rowid, code, stdout, stderr, error_type,
+                                        error_message, error_traceback)
+            SELECT 'delete', old.seq, old.code, old.stdout, old.stderr, old.error_type,
+                   old.error_message, old.error_traceback
+            WHERE old.seq <= (SELECT indexed_up_to FROM executions_fts_state);
+            -- A new row takes the number after the largest one left: keep the mark below it,
+            -- so that the new row counts as not indexed yet.
+            UPDATE executions_fts_state
+            SET indexed_up_to = (SELECT coalesce(max(seq), 0) FROM executions)
+            WHERE indexed_up_to > (SELECT coalesce(max(seq), 0) FROM executions);
+        END;
+        CREATE TRIGGER executions_fts_update
+        AFTER UPDATE OF code, stdout, stderr, error_type, error_message, error_traceback
+        ON executions WHEN old.seq <= (SELECT indexed_up_to FROM executions_fts_state) BEGIN
+            INSERT INTO executions_fts (executions_fts, rowid, code, stdout, stderr, error_type,
+                                        error_message, error_traceback)
+            VALUES ('delete', old.seq, old.code, old.stdout, old.stderr, old.error_type,
+                    old.error_message, old.error_traceback);
+            INSERT INTO executions_fts (rowid, code, stdout, stderr, error_type, error_message,
+                                        error_traceback)
+            VALUES (new.seq, new.code, new.stdout, new.stderr, new.error_type,
+                    new.error_message, new.error_traceback);
+        END;
+        INSERT INTO executions_fts (executions_fts) VALUES ('rebuild');
+        INSERT INTO executions_fts_state (id, indexed_up_to)
+        SELECT 1, coalesce(max(seq), 0) FROM executions;
+
+        -- Every value of backend, source and function that occurs (or occurred: prune
+        -- recomputes them), for filter choices. An insert that finds its values here
+        -- writes nothing, unlike an index, which every insert writes.
+        CREATE TABLE execution_facets (
+            kind  TEXT NOT NULL,                    -- backend, source, function
+            value TEXT NOT NULL,
+            PRIMARY KEY (kind, value)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER executions_facets AFTER INSERT ON executions BEGIN
+            INSERT OR IGNORE INTO execution_facets (kind, value)
+            VALUES ('backend', new.backend), ('source', new.source);
+            INSERT OR IGNORE INTO execution_facets (kind, value)
+            SELECT 'function', new.function WHERE new.function IS NOT NULL;
+        END;
+        INSERT OR IGNORE INTO execution_facets (kind, value)
+        SELECT 'backend', backend FROM executions UNION SELECT 'source', source FROM executions
+        UNION SELECT 'function', function FROM executions WHERE function IS NOT NULL;
+
+        -- The words of a turn a person searches for: the model's reply (its text and the
+        -- calls it made) and the feedback sent back. A view supplies them to the index.
+        CREATE VIEW agent_turn_text AS
+        SELECT seq,
+               coalesce(json_extract(reply_json, '$.content'), '') || ' ' || coalesce(
+                   (SELECT group_concat(coalesce(json_extract(c.value, '$.function.name'), '')
+                                        || ' ' ||
+                                        coalesce(json_extract(c.value, '$.function.arguments'), ''),
+                                        ' ')
+                    FROM json_each(CASE WHEN json_valid(reply_json) THEN reply_json END,
+                                   '$.tool_calls') AS c), '') AS reply,
+               coalesce(feedback_text, '') AS feedback
+        FROM agent_turns;
+        CREATE VIRTUAL TABLE agent_turns_fts USING fts5 (
+            reply, feedback, content = 'agent_turn_text', content_rowid = 'seq'
+        );
+        CREATE TRIGGER agent_turns_fts_insert AFTER INSERT ON agent_turns BEGIN
+            INSERT INTO agent_turns_fts (rowid, reply, feedback)
+            SELECT seq, reply, feedback FROM agent_turn_text WHERE seq = new.seq;
+        END;
+        CREATE TRIGGER agent_turns_fts_delete BEFORE DELETE ON agent_turns BEGIN
+            INSERT INTO agent_turns_fts (agent_turns_fts, rowid, reply, feedback)
+            SELECT 'delete', seq, reply, feedback FROM agent_turn_text WHERE seq = old.seq;
+        END;
+        CREATE TRIGGER agent_turns_fts_update_before BEFORE UPDATE OF reply_json, feedback_text
+        ON agent_turns BEGIN
+            INSERT INTO agent_turns_fts (agent_turns_fts, rowid, reply, feedback)
+            SELECT 'delete', seq, reply, feedback FROM agent_turn_text WHERE seq = old.seq;
+        END;
+        CREATE TRIGGER agent_turns_fts_update_after AFTER UPDATE OF reply_json, feedback_text
+        ON agent_turns BEGIN
+            INSERT INTO agent_turns_fts (rowid, reply, feedback)
+            SELECT seq, reply, feedback FROM agent_turn_text WHERE seq = new.seq;
+        END;
+        -- ('rebuild' reads a content table, not a view: back-fill row by row instead.)
+        INSERT INTO agent_turns_fts (rowid, reply, feedback)
+        SELECT seq, reply, feedback FROM agent_turn_text;
+        """,
+    ),
 ]
 
 

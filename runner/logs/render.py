@@ -1,35 +1,53 @@
 """Plain-text views of logged executions, for the CLI and for pasting into a bug report.
 
-No colour: the output is read in terminals, pipes and files alike. Text that user code
-produced (stdout, stderr, tracebacks, the code itself) is untrusted, so control
-characters other than newline and tab are shown escaped: a logged `print('\\x1b[2J')`
-must not clear the reviewer's screen.
+Text that user code produced (stdout, stderr, tracebacks, the code itself) is untrusted,
+so control characters other than newline and tab are shown escaped
+(`runner.terminal.sanitize_for_terminal`): a logged `print('\\x1b[2J')` must not clear
+the reviewer's screen. A `Style` decides that (raw keeps the characters) and whether
+statuses are coloured (on a terminal only). Bodies of several megabytes are abridged to
+their start and end with a marker saying how much was left out, unless `full`.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from runner.logs.store import ExecutionRecord
+from runner.terminal import PLAIN, Style
 from runner.types import Limits
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CODE_PREVIEW_WIDTH = 50
+# A body longer than this is shown as its first and last parts (runner logs show --full
+# shows it all): a reviewer needs the start and the end, and a terminal chokes on megabytes.
+ABRIDGE_CHARS = 20_000
+_HEAD_CHARS = 15_000
+FULL_HINT = "--full shows everything"
 
 
-def render_execution(record: ExecutionRecord) -> str:
+def abridge(text: str, *, full: bool = False, limit: int = ABRIDGE_CHARS) -> str:
+    """`text`, or its first and last parts with a marker of what was left out."""
+    if full or len(text) <= limit:
+        return text
+    head = min(_HEAD_CHARS, limit * 3 // 4)
+    tail = limit - head
+    left_out = len(text) - head - tail
+    return (f"{text[:head]}\n[... {left_out:,} characters not shown; {FULL_HINT} ...]\n"
+            f"{text[len(text) - tail:]}")
+
+
+def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: bool = False) -> str:
     """Everything about one execution, as a multi-line report."""
     result, request = record.result, record.request
+    clean = style.text
     lines = [
         f"execution  {result.id}",
         f"started    {_local_time(result.started_at, zone=True)}",
-        f"source     {record.source}",
-        f"backend    {result.backend}",
-        f"status     {result.status}",
+        f"source     {clean(record.source)}",
+        f"backend    {clean(result.backend)}" + (f" (image {clean(result.image)})" if result.image else ""),
+        f"status     {style.status(str(result.status))}",
         f"exit code  {'-' if result.exit_code is None else result.exit_code}",
         f"duration   {format_duration(result.duration_ms)}",
         f"cpu        {format_duration(result.resources.cpu_ms)}",
@@ -38,23 +56,26 @@ def render_execution(record: ExecutionRecord) -> str:
     ]
     if request.limits != result.limits:
         lines.append(f"requested  {_format_limits(request.limits)}")
-    lines.append(f"packages   {_format_packages(request.packages, result.packages)}")
+    lines.append(f"packages   {_format_packages(request.packages, result.packages, clean)}")
+    if request.call is not None:
+        arguments = json.dumps(request.call.arguments, ensure_ascii=False, default=repr)
+        lines.append(f"call       {clean(request.call.name)}({clean(abridge(arguments, full=full))})")
     if record.meta:
-        lines.append(f"meta       {_clean(json.dumps(record.meta, sort_keys=True, default=repr))}")
-    lines += _section("code", _numbered(request.code))
-    lines += _section("stdout", _output(result.stdout, result.stdout_truncated))
-    lines += _section("stderr", _output(result.stderr, result.stderr_truncated))
+        lines.append(f"meta       {clean(abridge(json.dumps(record.meta, sort_keys=True, default=repr), full=full))}")
+    lines += _section("code", _numbered(abridge(request.code, full=full), clean))
+    lines += _section("stdout", _output(abridge(result.stdout, full=full), result.stdout_truncated, clean))
+    lines += _section("stderr", _output(abridge(result.stderr, full=full), result.stderr_truncated, clean))
     if result.error is not None:
         error_lines = [f"{result.error.type}: {result.error.message}"]
         if result.error.traceback:
             error_lines += ["", result.error.traceback.rstrip("\n")]
-        lines += _section("error", _clean("\n".join(error_lines)))
+        lines += _section("error", clean(abridge("\n".join(error_lines), full=full)))
     if result.return_value is not None:
-        lines += _section("return value", _clean(_pretty_json(result.return_value)))
+        lines += _section("return value", clean(abridge(_pretty_json(result.return_value), full=full)))
     return "\n".join(lines) + "\n"
 
 
-def render_execution_list(records: Sequence[ExecutionRecord]) -> str:
+def render_execution_list(records: Sequence[ExecutionRecord], *, style: Style = PLAIN) -> str:
     """A compact table, one execution per line, in the order given."""
     if not records:
         return "no executions\n"
@@ -63,21 +84,24 @@ def render_execution_list(records: Sequence[ExecutionRecord]) -> str:
         (
             r.result.id,
             _local_time(r.result.started_at, zone=False),
-            r.result.backend,
+            style.text(r.result.backend),
             str(r.result.status),
             format_duration(r.result.duration_ms),
-            _first_line(r.request.code, _CODE_PREVIEW_WIDTH),
+            _first_line(r.request.code if r.request.call is None else f"call {r.request.call.name}",
+                        _CODE_PREVIEW_WIDTH, style.text),
         )
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
     right_aligned = {4}  # durations line up on the unit
     out = []
-    for row in [header, *rows]:
+    for number, row in enumerate([header, *rows]):
         cells = [
             cell.rjust(width) if i in right_aligned else cell.ljust(width)
             for i, (cell, width) in enumerate(zip(row, widths, strict=False))
         ]
+        if number > 0:  # colour after padding, so escape codes do not count as width
+            cells[3] = cells[3].replace(row[3], style.status(row[3]), 1)
         out.append("  ".join([*cells, row[-1]]).rstrip())
     return "\n".join(out) + "\n"
 
@@ -119,11 +143,11 @@ def _format_limits(limits: Limits) -> str:
     )
 
 
-def _format_packages(requested: Sequence[str], versions: dict[str, str]) -> str:
+def _format_packages(requested: Sequence[str], versions: dict[str, str], clean: Callable[[str], str]) -> str:
     if not requested and not versions:
         return "none"
-    asked = ", ".join(_clean(p) for p in requested) or "none"
-    ran = ", ".join(f"{_clean(name)} {_clean(version)}" for name, version in sorted(versions.items())) or "none"
+    asked = ", ".join(clean(p) for p in requested) or "none"
+    ran = ", ".join(f"{clean(name)} {clean(version)}" for name, version in sorted(versions.items())) or "none"
     return f"requested {asked}; ran {ran}"
 
 
@@ -131,26 +155,26 @@ def _section(title: str, body: str) -> list[str]:
     return ["", f"--- {title} ---", body]
 
 
-def _numbered(code: str) -> str:
+def _numbered(code: str, clean: Callable[[str], str]) -> str:
     lines = code.splitlines() or [""]
     width = len(str(len(lines)))
-    return "\n".join(f"{n:>{width}} | {_clean(line)}" for n, line in enumerate(lines, start=1))
+    return "\n".join(f"{n:>{width}} | {clean(line)}" for n, line in enumerate(lines, start=1))
 
 
-def _output(text: str, truncated: bool) -> str:
+def _output(text: str, truncated: bool, clean: Callable[[str], str]) -> str:
     if not text and not truncated:
         return "(empty)"
-    body = _clean(text.rstrip("\n"))
+    body = clean(text.rstrip("\n"))
     if truncated:
-        body += "\n[... truncated: output exceeded max_output_bytes]"
+        body += "\n[... truncated by the sandbox: output exceeded max_output_bytes]"
     return body
 
 
-def _first_line(code: str, width: int) -> str:
+def _first_line(code: str, width: int, clean: Callable[[str], str]) -> str:
     lines = [line.strip() for line in code.splitlines() if line.strip()]
     if not lines:
         return "(no code)"
-    first = _clean(lines[0].replace("\t", " "))
+    first = clean(lines[0].replace("\t", " "))
     more = len(lines) > 1
     if len(first) > width:
         return first[: width - 3] + "..."
@@ -159,9 +183,3 @@ def _first_line(code: str, width: int) -> str:
 
 def _pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
-
-
-def _clean(text: str) -> str:
-    """Escape control characters (terminal escapes, carriage returns) in untrusted text."""
-    text = text.replace("\r\n", "\n")  # Windows line ends are harmless; a lone \r is not
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

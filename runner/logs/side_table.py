@@ -3,6 +3,7 @@ SQLite connections on the log database, opened per operation and closed at once.
 
 Each table keeps its rows in the same file as the executions (one database to review);
 it does not share the LogStore's connection, so a long agent run never holds that one.
+Given a read-only store, its connections are read-only too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from runner.errors import LogStoreError
-from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, LogStore
+from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect
 
 T = TypeVar("T")
 
@@ -26,8 +27,10 @@ class SideTable:
 
     def __init__(self, store: LogStore | Path | str | None = None, *,
                  busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self._read_only = False
         if isinstance(store, LogStore):
             self._path = store.path  # an open store has applied every migration
+            self._read_only = store.read_only
         else:
             if store is None:
                 from runner.paths import log_db_path
@@ -42,15 +45,17 @@ class SideTable:
     def path(self) -> Path:
         return self._path
 
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
     def _run(self, work: Callable[[sqlite3.Connection], T], verb: str) -> T:
         with self._lock:
             try:
-                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
+                conn = connect(self._path, read_only=self._read_only, busy_timeout_s=self._timeout)
             except sqlite3.Error as exc:
                 raise self._error(verb, exc) from exc
             try:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-                conn.execute("PRAGMA foreign_keys = ON")
                 return work(conn)
             except sqlite3.Error as exc:
                 raise self._error(verb, exc) from exc

@@ -20,17 +20,24 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 from runner.errors import ConfigurationError, LogStoreError, NotFoundError
-from runner.logs.migrations import MIGRATIONS, Migration, apply_migrations
+from runner.logs.migrations import (
+    MIGRATIONS,
+    Migration,
+    apply_migrations,
+    latest_version,
+    user_version,
+)
+from runner.logs.query import ExecutionFilter, count_executions
 from runner.paths import log_db_path
 from runner.types import ExecutionRequest, ExecutionResult, Resources, Status
 
@@ -40,16 +47,35 @@ SPOOL_NAME = "unlogged.jsonl"
 REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
+T = TypeVar("T")
+
 _COLUMNS = (
-    "id", "started_at", "source", "backend", "status", "exit_code", "duration_ms", "code",
-    "limits_json", "request_limits_json", "packages_json", "package_versions_json",
-    "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+    "id", "started_at", "source", "backend", "status", "exit_code", "duration_ms", "function",
+    "code", "limits_json", "request_limits_json", "packages_json", "package_versions_json",
+    "image", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
     "error_type", "error_message", "error_traceback", "return_value_json",
-    "cpu_ms", "max_rss_kb", "meta_json", "request_json", "result_json",
+    "cpu_ms", "max_rss_kb", "meta_json", "request_extra_json", "result_extra_json",
 )  # fmt: skip
+# Foreign keys, derived from the meta of a record (`agent_run`, `agent_turn`, `replay_of`).
+# Each is set only when the row it names is there (a subquery, not a failed insert): an
+# execution is written before its turn, and a spooled one may arrive before its run.
+_LINKS = ("agent_run_id", "agent_turn", "replay_of")
+_LINK_VALUES = (
+    "(SELECT id FROM agent_runs WHERE id = :agent_run_id)",
+    "(SELECT number FROM agent_turns WHERE run_id = :agent_run_id AND number = :agent_turn)",
+    "(SELECT id FROM executions WHERE id = :replay_of)",
+)
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM executions"
-_INSERT = f"INSERT INTO executions ({', '.join(_COLUMNS)}) VALUES ({', '.join(':' + c for c in _COLUMNS)})"
+_INSERT = (f"INSERT INTO executions ({', '.join(_COLUMNS + _LINKS)}) "
+           f"VALUES ({', '.join([':' + c for c in _COLUMNS] + list(_LINK_VALUES))})")
 _INSERT_OR_IGNORE = _INSERT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+# The fields of the models that have columns of their own; the rest goes to *_extra_json.
+_REQUEST_COLUMN_FIELDS = frozenset({"code", "limits", "packages"})
+_RESULT_COLUMN_FIELDS = frozenset({
+    "id", "backend", "status", "exit_code", "stdout", "stderr", "stdout_truncated",
+    "stderr_truncated", "error", "return_value", "duration_ms", "limits", "resources",
+    "packages", "image", "started_at"})
+_ERROR_COLUMN_FIELDS = frozenset({"type", "message", "traceback"})
 
 
 class ExecutionRecord(BaseModel):
@@ -72,6 +98,11 @@ class LogStore:
 
     Use as a context manager, or call `close()`. Opening runs pending migrations and
     imports any spooled records left by earlier failed writes.
+
+    `read_only=True` opens the file with SQLite's `mode=ro` (every write fails inside
+    SQLite itself), migrates nothing and imports nothing: for reading a log on a
+    read-only mount, or for a viewer that must not change what it shows. It needs a
+    database already at this runner's schema version.
     """
 
     def __init__(
@@ -80,11 +111,43 @@ class LogStore:
         *,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         migrations: Sequence[Migration] = MIGRATIONS,
+        read_only: bool = False,
     ) -> None:
         self._path = Path(path) if path is not None else log_db_path()
         self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = _open(self._path, busy_timeout_s, migrations)
-        self._import_spool()
+        self._read_only = read_only
+        self._indexed_up_to = 0  # the search index's mark, as this store last saw it
+        if read_only:
+            self._conn: sqlite3.Connection | None = open_read_only(self._path, busy_timeout_s, migrations)
+        else:
+            self._conn = _open(self._path, busy_timeout_s, migrations)
+            self._import_spool()
+            self._index_pending()  # rows a writer that died left out of the search index
+
+    @classmethod
+    def for_reading(cls, path: Path | str | None = None) -> LogStore:
+        """A store to read from, opened read-only when nothing needs writing first.
+
+        It opens read-write (creating, migrating, importing the spool) only when the file
+        is missing, has an older schema, or has spooled records waiting; if that fails
+        (a read-only mount), it reads what is there read-only.
+        """
+        where = Path(path) if path is not None else log_db_path()
+        if where.exists() and not (where.parent / SPOOL_NAME).exists():
+            try:
+                return cls(where, read_only=True)
+            except SchemaBehindError:
+                pass  # migrate below
+        try:
+            return cls(where)
+        except LogStoreError:
+            if not where.exists():
+                raise
+            return cls(where, read_only=True)
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -101,6 +164,8 @@ class LogStore:
         """Close the connection. Idempotent. Later writes go to the spool, reads raise."""
         with self._lock:
             if self._conn is not None:
+                if not self._read_only:
+                    self._index_pending()
                 self._conn.close()
                 self._conn = None
 
@@ -138,7 +203,9 @@ class LogStore:
             row = _to_row(request, result, source, meta or {})
             with self._lock:
                 conn = self._connection()
-                conn.execute(_INSERT, row)
+                seq = conn.execute(_INSERT, row).lastrowid or 0
+                if seq - self._indexed_up_to >= INDEX_BATCH:
+                    self._index_pending()
             return
         except sqlite3.IntegrityError as exc:
             if "UNIQUE" in str(exc):
@@ -197,7 +264,7 @@ class LogStore:
         with self._lock:
             conn = self._connection()
             try:
-                with _transaction(conn):
+                with transaction(conn):
                     conn.executemany(_INSERT_OR_IGNORE, rows)
             except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
                 # One row SQLite cannot store (an out-of-range integer, say) must not hold
@@ -205,12 +272,13 @@ class LogStore:
                 kept = []
                 for row, line in zip(rows, accepted, strict=True):
                     try:
-                        with _transaction(conn):
+                        with transaction(conn):
                             conn.execute(_INSERT_OR_IGNORE, row)
                         kept.append(row)
                     except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
                         rejected.append(line)
                 rows = kept
+        self._index_pending()
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
             rejected_path = self._path.parent / REJECTED_SPOOL_NAME
@@ -219,6 +287,17 @@ class LogStore:
                 "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
             )
         return len(rows)
+
+    def _index_pending(self) -> None:
+        """Bring the search index up to the last row (see `index_pending`). A failure costs
+        a warning: the rows are logged, and searches still match rows not yet indexed."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with transaction(conn):
+                    self._indexed_up_to = index_pending(conn)
+            except sqlite3.Error as exc:
+                logger.warning("could not update the search index of %s: %s", self._path, exc)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -230,7 +309,7 @@ class LogStore:
         wanted = id_or_prefix.strip()
         if not wanted:
             raise NotFoundError("an execution id or id prefix is required", fix=_LIST_HINT)
-        exact = self._query(f"{_SELECT} WHERE id = ?", (wanted,))
+        exact = self._query(f"{_SELECT} WHERE id = ?", (wanted.upper(),))
         if exact:
             return _from_row(exact[0])
         where = "WHERE id LIKE ? ESCAPE '\\'"
@@ -250,17 +329,48 @@ class LogStore:
         status: Status | str | None = None,
         backend: str | None = None,
         source: str | None = None,
+        function: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        query: str | None = None,
+        agent_run: str | None = None,
         limit: int | None = 20,
     ) -> list[ExecutionRecord]:
-        """Executions matching every given filter, newest first; `limit=None` for all."""
+        """Executions matching every given filter, newest first; `limit=None` for all.
+
+        `query` is full-text search words over code, output and errors (see
+        `runner.logs.query.fts_match`); `since`/`until` bound the start time."""
         if limit is not None and limit < 1:
             raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
-        where, params = _filters(status, backend, source)
-        sql = f"{_SELECT}{where} ORDER BY started_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_from_row(row) for row in self._query(sql, params)]
+        where = ExecutionFilter.of(status=status, backend=backend, source=source, function=function,
+                                   since=since, until=until, query=query, agent_run=agent_run)
+        def rows(conn: sqlite3.Connection) -> list[Any]:
+            found = where.where(conn)
+            sql = f"{_SELECT}{found.sql} ORDER BY started_at DESC, id DESC"
+            params = [*found.params, *([limit] if limit is not None else [])]
+            return conn.execute(sql + (" LIMIT ?" if limit is not None else ""), params).fetchall()
+
+        return [_from_row(row) for row in self.read(rows)]
+
+    def iter_executions(self, where: ExecutionFilter, *, batch: int = 500) -> Iterator[ExecutionRecord]:
+        """Every matching execution, oldest first, read in batches (for exports)."""
+        found = self.read(where.where)
+        sql_where, params = found.sql, found.params
+        last: tuple[str, str] | None = None
+        while True:
+            clause = sql_where
+            extra: list[Any] = []
+            if last is not None:
+                keyset = "(started_at, id) > (?, ?)"
+                clause = f"{clause} AND {keyset}" if clause else f" WHERE {keyset}"
+                extra = list(last)
+            rows = self._query(f"{_SELECT}{clause} ORDER BY started_at, id LIMIT ?",
+                               [*params, *extra, batch])
+            for row in rows:
+                yield _from_row(row)
+            if len(rows) < batch:
+                return
+            last = (rows[-1][1], rows[-1][0])
 
     def count_executions(
         self,
@@ -269,22 +379,44 @@ class LogStore:
         backend: str | None = None,
         source: str | None = None,
     ) -> int:
-        where, params = _filters(status, backend, source)
-        return int(self._query(f"SELECT COUNT(*) FROM executions{where}", params)[0][0])
+        where = ExecutionFilter.of(status=status, backend=backend, source=source)
+        return self.read(lambda conn: count_executions(conn, where))
 
-    # -- internals -------------------------------------------------------------------
-
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Run a read under the lock; SQLite errors become LogStoreError (translated once, here)."""
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on the store's connection, under its lock and outside a transaction
+        (reads, and statements that cannot be in one, like VACUUM); SQLite errors become
+        LogStoreError. The queries of `runner.logs.query` are meant for this."""
         with self._lock:
             conn = self._connection()
             try:
-                return conn.execute(sql, params).fetchall()
+                return work(conn)
             except sqlite3.Error as exc:
                 raise LogStoreError(
                     f"cannot read the log database {self._path}: {exc}",
                     fix="retry; if it persists, check the file with `sqlite3 <path> 'PRAGMA integrity_check'`",
                 ) from exc
+
+    def write(self, work: Callable[[sqlite3.Connection], T], *, verb: str = "write to") -> T:
+        """Run `work` in one transaction (all or nothing) on the store's connection."""
+        with self._lock:
+            conn = self._connection()
+            if self._read_only:
+                raise LogStoreError(f"cannot {verb} {self._path}: it was opened read-only",
+                                    fix="open it without read_only (it needs write access)")
+            try:
+                with transaction(conn):
+                    return work(conn)
+            except sqlite3.Error as exc:
+                raise LogStoreError(
+                    f"cannot {verb} the log database {self._path}: {exc}",
+                    fix="check that the file is writable and not locked for long by another process",
+                ) from exc
+
+    # -- internals -------------------------------------------------------------------
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run a read under the lock; SQLite errors become LogStoreError (translated once, here)."""
+        return self.read(lambda conn: conn.execute(sql, params).fetchall())
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -320,6 +452,86 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
         if isinstance(exc, sqlite3.Error):
             raise _open_error(path, exc) from exc
         raise
+
+
+class SchemaBehindError(LogStoreError):
+    """A database at an older schema version, opened read-only (so it cannot be migrated)."""
+
+
+def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                   migrations: Sequence[Migration] = MIGRATIONS) -> sqlite3.Connection:
+    """A connection that cannot write: SQLite's `mode=ro`, plus `query_only` as a second lock.
+
+    A database in WAL mode needs its shared-memory file; on a read-only mount where that
+    file cannot be created, the database is opened `immutable` instead (nothing can be
+    writing to a read-only mount), unless its write-ahead log holds changes: an immutable
+    open would not see them, and a log that silently misses rows is worse than an error.
+    """
+    if not path.is_file():
+        raise LogStoreError(f"there is no log database at {path}",
+                            fix="nothing has been logged there yet; check RUNNER_HOME "
+                                "(`runner logs path` shows where the log is)")
+    uri = path.resolve().as_uri()
+    last_error: sqlite3.Error | None = None
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        wal = path.with_name(path.name + "-wal")
+        if "immutable" in options and wal.is_file() and wal.stat().st_size > 0:
+            raise LogStoreError(
+                f"cannot read {path} read-only: its write-ahead log ({wal.name}) holds changes "
+                f"that only a writable open can bring in ({last_error})",
+                fix="open the log once where it is writable (any `runner logs` command "
+                    "checkpoints it), or copy the .db, .db-wal and .db-shm files together")
+        conn = None
+        try:
+            conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA query_only = ON")
+            version = user_version(conn)  # the first read: fails here if the WAL index cannot open
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            last_error = exc
+            if _is_busy(exc) or "not a database" in str(exc):
+                break
+            continue
+        latest = latest_version(migrations)
+        if version != latest:
+            conn.close()
+            if version > latest:
+                _raise_newer(path, version, latest)
+            raise SchemaBehindError(
+                f"{path} has schema version {version}, this runner reads version {latest}, and "
+                "it was opened read-only, so it cannot be migrated",
+                fix="run any `runner logs` command once with write access to the file (it "
+                    "migrates it), or copy the file to a writable place and set RUNNER_HOME")
+        return conn
+    assert last_error is not None
+    raise _open_error(path, last_error) from last_error
+
+
+def _raise_newer(path: Path, version: int, latest: int) -> None:
+    raise LogStoreError(
+        f"{path} was written by a newer runner (schema version {version}, this runner knows "
+        f"versions up to {latest})",
+        fix="upgrade runner (pip install -U runner), or set RUNNER_HOME to another directory")
+
+
+def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+            ) -> sqlite3.Connection:
+    """A short-lived connection to a database that is already at the current schema (the
+    side tables open one per operation): read-only as `open_read_only` does, or read-write
+    with foreign keys enforced."""
+    if read_only:
+        return open_read_only(path, busy_timeout_s)
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _configure(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
@@ -373,7 +585,7 @@ def _open_error(path: Path, exc: sqlite3.Error) -> LogStoreError:
     )
 
 
-class _transaction:
+class transaction:
     """BEGIN IMMEDIATE ... COMMIT, rolled back on any error (the connection is in autocommit)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -393,7 +605,13 @@ class _transaction:
 
 
 def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The row of one execution: every field once, in its column or in the *_extra_json."""
     error = result.error
+    result_extra = result.model_dump(exclude=set(_RESULT_COLUMN_FIELDS), exclude_defaults=True)
+    if error is not None:
+        error_extra = error.model_dump(exclude=set(_ERROR_COLUMN_FIELDS), exclude_defaults=True)
+        if error_extra:
+            result_extra["error"] = error_extra  # e.g. the structured detail of invalid arguments
     return {
         "id": result.id,
         "started_at": _iso_utc(result.started_at),
@@ -402,11 +620,13 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         "status": str(result.status),
         "exit_code": result.exit_code,
         "duration_ms": result.duration_ms,
+        "function": request.call.name if request.call is not None else None,
         "code": request.code,
         "limits_json": result.limits.model_dump_json(),
         "request_limits_json": request.limits.model_dump_json(),
         "packages_json": json.dumps(list(request.packages)),
         "package_versions_json": json.dumps(result.packages, sort_keys=True),
+        "image": result.image,
         "stdout": result.stdout,
         "stderr": result.stderr,
         "stdout_truncated": int(result.stdout_truncated),
@@ -418,32 +638,40 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         "cpu_ms": result.resources.cpu_ms,
         "max_rss_kb": result.resources.max_rss_kb,
         "meta_json": _json(meta),
-        # The whole models as well: the columns above are for filtering and for SQL tools,
-        # these make every field round-trip without a column per field.
-        "request_json": _json(request),
-        "result_json": _json(result),
+        "request_extra_json": _json(request.model_dump(exclude=set(_REQUEST_COLUMN_FIELDS),
+                                                       exclude_defaults=True)),
+        "result_extra_json": _json(result_extra),
+        **_links(meta),
+    }
+
+
+def _links(meta: dict[str, Any]) -> dict[str, Any]:
+    """The foreign keys a record's meta names (None where it names nothing usable)."""
+    run, turn, original = meta.get("agent_run"), meta.get("agent_turn"), meta.get("replay_of")
+    return {
+        "agent_run_id": run if isinstance(run, str) else None,
+        "agent_turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+        "replay_of": original if isinstance(original, str) else None,
     }
 
 
 def _from_row(row: Sequence[Any]) -> ExecutionRecord:
-    """The columns are authoritative (they are what filters and SQL tools see); the whole
-    models stored beside them supply the fields that have no column of their own."""
+    """Columns first; the *_extra_json supply the fields that have no column of their own."""
     r = dict(zip(_COLUMNS, row, strict=True))
     try:
-        error = None
-        if r["error_type"] is not None:
-            error = {"type": r["error_type"], "message": r["error_message"] or "",
-                     "traceback": r["error_traceback"] or ""}
-        request = json.loads(r["request_json"]) if r["request_json"] else {}
+        request = json.loads(r["request_extra_json"] or "{}")
         request.update(
             code=r["code"],
             limits=json.loads(r["request_limits_json"]),
             packages=json.loads(r["packages_json"]),
         )
-        result = json.loads(r["result_json"]) if r["result_json"] else {}
-        if error is not None and isinstance(result.get("error"), dict):
-            # Fields of the error that have no column (e.g. a structured detail).
-            error = {**result["error"], **error}
+        result = json.loads(r["result_extra_json"] or "{}")
+        error_extra = result.pop("error", None)
+        error = None
+        if r["error_type"] is not None:
+            error = {**(error_extra if isinstance(error_extra, dict) else {}),
+                     "type": r["error_type"], "message": r["error_message"] or "",
+                     "traceback": r["error_traceback"] or ""}
         result.update(
             id=r["id"],
             backend=r["backend"],
@@ -459,6 +687,7 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
             limits=json.loads(r["limits_json"]),
             resources=Resources(cpu_ms=r["cpu_ms"], max_rss_kb=r["max_rss_kb"]),
             packages=json.loads(r["package_versions_json"]),
+            image=r["image"],
             started_at=datetime.fromisoformat(r["started_at"]),
         )
         return ExecutionRecord(request=ExecutionRequest.model_validate(request),
@@ -471,40 +700,49 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
         ) from exc
 
 
+def insert_records(conn: sqlite3.Connection, records: Iterable[ExecutionRecord]) -> int:
+    """Insert the records whose ids are not in the log yet, and index them; how many were
+    new. For imports: the caller holds the transaction (`LogStore.write`)."""
+    added = 0
+    for record in records:
+        cursor = conn.execute(_INSERT_OR_IGNORE, _to_row(record.request, record.result,
+                                                         record.source, record.meta))
+        added += max(cursor.rowcount, 0)
+    index_pending(conn)
+    return added
+
+
+# Rows are added to the search index in batches of about this many: one index update per
+# execution would cost as much as writing the execution itself.
+INDEX_BATCH = 64
+_INDEX_ROWS = (
+    "INSERT INTO executions_fts (rowid, code, stdout, stderr, error_type, error_message, "
+    "error_traceback) SELECT seq, code, stdout, stderr, error_type, error_message, "
+    "error_traceback FROM executions WHERE seq > ? ORDER BY seq")
+
+
+def index_pending(conn: sqlite3.Connection) -> int:
+    """Add the rows after the index's mark to the search index and move the mark; returns
+    the new mark. The caller holds a write transaction, so no row arrives meanwhile."""
+    mark = int(conn.execute("SELECT indexed_up_to FROM executions_fts_state").fetchone()[0])
+    last = int(conn.execute("SELECT coalesce(max(seq), 0) FROM executions").fetchone()[0])
+    if last > mark:
+        conn.execute(_INDEX_ROWS, (mark,))
+        conn.execute("UPDATE executions_fts_state SET indexed_up_to = ?", (last,))
+    return last
+
+
 def _iso_utc(moment: datetime) -> str:
     """Fixed-width UTC ISO 8601, so that sorting the text sorts by time. Naive means UTC."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _json(value: Any) -> str:
     # Results arrive as JSON from the worker, so this normally never needs the fallback;
     # it is there so that an odd object in meta or a return value cannot fail a write.
     return json.dumps(to_jsonable_python(value, fallback=repr))
-
-
-def _filters(status: Status | str | None, backend: str | None, source: str | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if status is not None:
-        clauses.append("status = ?")
-        params.append(str(_status(status)))
-    if backend is not None:
-        clauses.append("backend = ?")
-        params.append(backend)
-    if source is not None:
-        clauses.append("source = ?")
-        params.append(source)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _status(value: Status | str) -> Status:
-    try:
-        return Status(value)
-    except ValueError:
-        valid = ", ".join(s.value for s in Status)
-        raise ConfigurationError(f"unknown status {value!r}", fix=f"use one of: {valid}") from None
 
 
 def _like_prefix(prefix: str) -> str:

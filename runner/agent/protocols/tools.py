@@ -19,7 +19,7 @@ from .. import feedback
 from ..actions import AnswerAction, CallAction, ParsedReply, ReplyProblem
 from ..feedback import Observation
 from ..llm import ChatReply, Message
-from ..parsing import json_objects, load_arguments, read_action
+from ..parsing import json_objects, json_text_problem, load_arguments, read_action
 from .base import ReplyProtocol
 
 if TYPE_CHECKING:
@@ -68,8 +68,10 @@ class ToolsProtocol(ReplyProtocol):
                 continue
             arguments, _ = load_arguments(call.arguments)
             if not isinstance(arguments, dict):
+                reason = json_text_problem(call.arguments)
                 problems.append(ReplyProblem(
-                    message=f"the arguments of the call to {call.name} are not a JSON object",
+                    message=f"the arguments of the call to {call.name} are not a JSON object"
+                            + (f" ({reason})" if reason else ""),
                     details={"arguments": call.arguments[:500]}, call_id=call.id))
                 continue
             actions.append(CallAction(function=call.name.strip(), arguments=arguments,
@@ -104,6 +106,7 @@ def _written_call(content: str, functions: FunctionSet) -> CallAction | None:
         return None
     for found in json_objects(content):
         read = read_action(found.value)
-        if read.kind == "call" and read.function in functions and isinstance(read.arguments, dict):
+        if (read.kind == "call" and read.function is not None and read.function in functions
+                and isinstance(read.arguments, dict)):
             return CallAction(function=read.function, arguments=read.arguments)
     return None

@@ -1,0 +1,289 @@
+"""`runner logs ...`: list, show, search, export, import, replay, stats, prune and serve the log.
+
+Thin like the rest of the CLI: the queries live in `runner.logs`, this module parses and
+prints. Human output is sanitised for a terminal (program and model text cannot move the
+cursor, set the title or the clipboard) unless `--raw`, and coloured only on a terminal
+without NO_COLOR; `--json` output and the log itself keep the exact text.
+
+Reading commands open the database read-only when nothing needs writing first (see
+`LogStore.for_reading`), so a log on a read-only mount can still be read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import IO, Any
+
+import click
+
+from .errors import ConfigurationError
+from .terminal import Style
+from .types import Status
+
+
+class TimeParam(click.ParamType):  # type: ignore[type-arg]
+    """`30m`, `12h`, `7d`, `2w` (that long ago), or an ISO date or date-time."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        from .logs.query import parse_time
+
+        try:
+            return parse_time(str(value))
+        except ConfigurationError as exc:
+            self.fail(f"{exc.message}; {exc.fix}", param, ctx)
+
+
+TIME = TimeParam()
+
+
+def _echo(text: str, *, nl: bool = True, err: bool = False) -> None:
+    # color=True: click would otherwise strip escape sequences when not on a terminal,
+    # including the ones --raw promises to keep; Style decides about colour instead.
+    click.echo(text, nl=nl, err=err, color=True)
+
+
+def _style(raw: bool, stream: IO[Any] | None = None) -> Style:
+    return Style.for_stream(stream or sys.stdout, raw=raw)
+
+
+_RAW = click.option("--raw", is_flag=True,
+                    help="Print control characters from programs and models as they are "
+                         "(by default they are shown escaped, e.g. \\x1b).")
+
+
+@click.group("logs")
+def logs_group() -> None:
+    """Browse, search, export, replay and prune the log of executions."""
+
+
+@logs_group.command("list")
+@click.option("-q", "--query", metavar="WORDS",
+              help='Full-text search in code, output and errors ("quoted phrase", prefix*).')
+@click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
+@click.option("--backend", help="Only this backend.")
+@click.option("--source", help="Only runs from this source (cli, api, demo, agent, replay, ...).")
+@click.option("--function", "function", help="Only calls of this function.")
+@click.option("--since", type=TIME, help="Only since then: 30m, 12h, 7d, 2w, or a date.")
+@click.option("--until", type=TIME, help="Only before then.")
+@click.option("--run", "run_id", metavar="RUN_ID", help="Only the executions of this agent run.")
+@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@_RAW
+def logs_list(query: str | None, status: str | None, backend: str | None, source: str | None,
+              function: str | None, since: datetime | None, until: datetime | None,
+              run_id: str | None, count: int, as_json: bool, raw: bool) -> None:
+    """Recent executions, newest first, filtered and searched."""
+    from .logs import LogStore, render_execution_list
+
+    with LogStore.for_reading() as store:
+        records = store.list_executions(status=status, backend=backend, source=source,
+                                        function=function, since=since, until=until,
+                                        query=query, agent_run=run_id, limit=count)
+    if as_json:
+        _echo(json.dumps([record.model_dump(mode="json") for record in records], ensure_ascii=False))
+    else:
+        _echo(render_execution_list(records, style=_style(raw)), nl=False)
+
+
+@logs_group.command("show")
+@click.argument("execution_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("--full", is_flag=True, help="Show long bodies whole (they are abridged otherwise).")
+@_RAW
+def logs_show(execution_id: str, as_json: bool, full: bool, raw: bool) -> None:
+    """One execution: code, limits, output, error, timings (an id prefix is enough).
+
+    Given an agent run's id, the conversation with the executions it caused, in order.
+    A prefix that fits several ids lists them all, runs and executions."""
+    from .logs import LogStore, render_execution
+    from .logs.agent import find_agent_run, load_executions, render_agent_run
+
+    style = _style(raw)
+    with LogStore.for_reading() as store:
+        run = find_agent_run(store, execution_id)
+        if run is not None:
+            if as_json:
+                _echo(json.dumps(run.to_json_dict(), ensure_ascii=False))
+            else:
+                _echo(render_agent_run(run, load_executions(store, run), style=style, full=full),
+                      nl=False)
+            return
+        record = store.get_execution(execution_id)
+    if as_json:
+        _echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
+    else:
+        _echo(render_execution(record, style=style, full=full), nl=False)
+
+
+@logs_group.command("path")
+def logs_path() -> None:
+    """The SQLite file, for any SQLite tool."""
+    from .paths import log_db_path
+
+    _echo(str(log_db_path()))
+
+
+@logs_group.command("export")
+@click.option("--format", "output_format", type=click.Choice(["jsonl"]), default="jsonl",
+              show_default=True, help="JSON Lines: one record per execution, agent run or turn.")
+@click.option("--run", "run_id", metavar="RUN_ID", help="One agent run: it, its turns and executions.")
+@click.option("--since", type=TIME, help="Everything started since then (30m, 7d, a date).")
+@click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="-",
+              help="Write to this file (default: standard output).")
+def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: IO[str]) -> None:
+    """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere."""
+    from .logs import LogStore
+    from .logs.transfer import write_export
+
+    if run_id is not None and since is not None:
+        raise click.UsageError("give --run or --since, not both")
+    with LogStore.for_reading() as store:
+        count = write_export(store, output, run_id=run_id, since=since)
+    _echo(f"exported {count} record{'' if count == 1 else 's'}", err=True)
+
+
+@logs_group.command("import")
+@click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+def logs_import(source: IO[str]) -> None:
+    """Read a `runner logs export` file into this log (all or nothing; existing rows stay)."""
+    from .logs import LogStore
+    from .logs.transfer import import_lines
+
+    name = "standard input" if source is sys.stdin else getattr(source, "name", "the file")
+    with LogStore() as store:
+        report = import_lines(store, source, source=str(name))
+    _echo(f"imported {report.executions} executions, {report.agent_runs} agent runs, "
+          f"{report.agent_turns} turns ({report.already_present} already in the log)")
+
+
+@logs_group.command("replay")
+@click.argument("target", metavar="EXECUTION_ID|RUN_ID")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per replayed execution: original, replay, verdict, ...")
+@_RAW
+def logs_replay(target: str, as_json: bool, raw: bool) -> None:
+    """Re-run a logged execution, or an agent run's executions in order, and compare.
+
+    Each replay is logged as a new execution linked to its original. The verdict is
+    identical, different_output (with a diff) or different_status. An agent run's replay
+    takes the model's part from the log: no model is contacted. Exit status 0 when every
+    replay is identical, 1 otherwise."""
+    from .logs import LogStore
+    from .logs.replay import NotReplayed, ReplayOutcome, replay
+
+    style = _style(raw)
+    err_style = _style(raw, sys.stderr)
+    identical = True
+
+    def show(item: ReplayOutcome | NotReplayed) -> None:
+        nonlocal identical
+        if isinstance(item, NotReplayed):
+            _echo(f"runner: not replayed: {item.original}: {item.reason}", err=True)
+            return
+        identical = identical and item.verdict == "identical"
+        for warning in item.warnings:
+            _echo(f"runner: warning: {item.original}: {err_style.text(warning)}", err=True)
+        if as_json:
+            _echo(json.dumps(item.to_json_dict(), ensure_ascii=False))
+            return
+        statuses = (item.original_status if item.original_status == item.replay_status
+                    else f"{item.original_status} -> {item.replay_status}")
+        _echo(f"{item.original} -> {item.replay}: {style.status(str(item.verdict))} ({statuses})")
+        for line in item.diff.splitlines():
+            _echo("    " + style.diff_line(style.text(line)))
+
+    with LogStore() as store:
+        outcomes = replay(store, target, on_outcome=show)
+    if not any(isinstance(item, ReplayOutcome) for item in outcomes):
+        _echo("runner: nothing was replayed", err=True)
+        identical = False
+    sys.exit(0 if identical else 1)
+
+
+@logs_group.command("stats")
+@click.option("--days", type=click.IntRange(min=1, max=3660), default=14, show_default=True,
+              help="How many days the per-day counts cover.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def logs_stats(days: int, as_json: bool) -> None:
+    """Counts by status, backend, source and day; agent runs; the database's size."""
+    from .logs import LogStore
+    from .logs.query import stats
+
+    with LogStore.for_reading() as store:
+        numbers = store.read(lambda conn: stats(conn, days=days))
+        path = store.path
+    if as_json:
+        _echo(json.dumps({"path": str(path), **numbers.model_dump(mode="json")}, ensure_ascii=False))
+        return
+    style = _style(False)
+    free = f"{_size(numbers.free_bytes)} free: `runner logs prune` gives space back"
+    lines = [f"database    {path}",
+             f"size        {_size(numbers.database_bytes)} ({free})",
+             f"executions  {numbers.executions:,}"
+             + (f" from {numbers.oldest:%Y-%m-%d} to {numbers.newest:%Y-%m-%d}"
+                if numbers.oldest and numbers.newest else ""),
+             f"agent runs  {numbers.agent_runs:,} ({numbers.agent_turns:,} turns)",
+             f"functions   {numbers.function_versions:,} recorded changes",
+             f"replays     {numbers.replays:,}"]
+    for title, counts in (("by status", numbers.by_status), ("by backend", numbers.by_backend),
+                          ("by source", numbers.by_source),
+                          (f"by day (UTC, last {days} days)", numbers.by_day),
+                          ("agent runs by status", numbers.agent_runs_by_status)):
+        if counts:
+            lines += ["", title]
+            width = max(len(key) for key in counts)
+            for key, value in counts.items():
+                name = style.status(key) if "status" in title else style.text(key)
+                lines.append(f"  {name}{' ' * (width - len(key))}  {value:>9,}")
+    _echo("\n".join(lines))
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} GB"
+
+
+@logs_group.command("prune")
+@click.option("--before", type=TIME, required=True,
+              help="Delete what started before then: 30d (older than 30 days), 2w, a date.")
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
+def logs_prune(before: datetime, dry_run: bool) -> None:
+    """Delete old executions and agent runs (with their turns and search index), then VACUUM.
+
+    Function versions are kept: they are the history of what the sets are now."""
+    from .logs import LogStore
+    from .logs.maintenance import prune
+
+    with LogStore() as store:
+        report = prune(store, before, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
+          f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}")
+    if not dry_run:
+        _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+
+
+@logs_group.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback requires a token (printed once).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8765, show_default=True,
+              help="Port (0 picks a free one).")
+def logs_serve(host: str, port: int) -> None:
+    """A read-only web viewer of the log: executions, search, agent runs, function sets."""
+    from .logs import LogStore
+    from .logs.viewer import serve
+
+    with LogStore.for_reading() as store:  # brings an older log up to date first, if it can
+        path = store.path
+    serve(path, host=host, port=port, announce=_echo)

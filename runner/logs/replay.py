@@ -1,0 +1,238 @@
+"""Re-running what the log says ran, and saying whether the same thing happened.
+
+`runner logs replay EXECUTION_ID` sends the logged request again (the same code, function
+call and arguments, preamble, limits and packages, on the same backend) through a real
+`Sandbox`, records the replay as a new execution whose `replay_of` names the original, and
+compares the two:
+
+- `identical`: same status, output, return value and error;
+- `different_output`: same status, something else differs (the diff says what);
+- `different_status`: the status itself changed.
+
+`runner logs replay RUN_ID` replays an agent run: the executions its turns caused, in
+order, each as logged. The model's part is taken from the log, never from a model: the
+actions the logged replies asked for are the logged requests, so no model server is
+contacted and the replay cannot drift with a model's sampling. Code blocks that shared a
+session share one again (one replay session per original session, the same blocks in the
+same order, the function definitions block included), so state carries over as it did.
+
+Two kinds of log rows are not replayed, with a warning: calls refused before anything ran
+(invalid arguments, an unknown function: the refusal was the host's, from a spec that the
+log does not keep), and rows whose request cannot be rebuilt.
+
+On Docker the replay runs in the current sandbox image; when its id differs from the one
+the original ran in, every outcome carries a warning saying so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runner.errors import NotFoundError
+from runner.logs.agent import AgentRun, find_agent_run
+from runner.logs.store import ExecutionRecord, LogStore
+from runner.types import ExecutionResult, Status
+
+# Errors that mean "refused by the host before running" (runner.functions.call).
+_REFUSED_BEFORE_RUNNING = frozenset({"InvalidArguments", "UnknownFunction"})
+
+
+class Verdict(StrEnum):
+    IDENTICAL = "identical"
+    DIFFERENT_OUTPUT = "different_output"
+    DIFFERENT_STATUS = "different_status"
+
+
+class ReplayOutcome(BaseModel):
+    """One replayed execution, compared with its original."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original: str
+    replay: str
+    verdict: Verdict
+    original_status: str
+    replay_status: str
+    diff: str = ""  # unified diffs of the parts that differ
+    warnings: list[str] = Field(default_factory=list)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class NotReplayed(BaseModel):
+    """A logged execution that a replay left out, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    original: str
+    reason: str
+
+
+def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict, str]:
+    """The verdict, and a unified diff of every part that differs ('' when none does)."""
+    parts = [
+        ("status", str(original.status), str(replay.status)),
+        ("stdout", original.stdout, replay.stdout),
+        ("stderr", original.stderr, replay.stderr),
+        ("output truncated", _flags(original), _flags(replay)),
+        ("return value", _json(original.return_value), _json(replay.return_value)),
+        ("error", _error(original), _error(replay)),
+    ]
+    diffs = []
+    for name, before, after in parts:
+        if before != after:
+            lines = difflib.unified_diff(_lines(before), _lines(after),
+                                         fromfile=f"original {name}", tofile=f"replay {name}")
+            diffs.append("".join(lines))
+    if original.status != replay.status:
+        return Verdict.DIFFERENT_STATUS, "".join(diffs)
+    return (Verdict.DIFFERENT_OUTPUT if diffs else Verdict.IDENTICAL), "".join(diffs)
+
+
+def _lines(text: str) -> list[str]:
+    return [line if line.endswith("\n") else line + "\n" for line in text.splitlines(keepends=True)]
+
+
+def _flags(result: ExecutionResult) -> str:
+    return f"stdout {result.stdout_truncated}, stderr {result.stderr_truncated}"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1, default=repr)
+
+
+def _error(result: ExecutionResult) -> str:
+    if result.error is None:
+        return ""
+    return f"{result.error.type}: {result.error.message}\n{result.error.traceback}"
+
+
+class Replayer:
+    """Replays into `store` (the replays are logged there), one Sandbox per backend.
+
+    `sandbox_options` are passed to every Sandbox it opens (e.g. labels for containers).
+    Use as a context manager: it closes the sandboxes and sessions it opened.
+    """
+
+    def __init__(self, store: LogStore, *, sandbox_options: dict[str, Any] | None = None) -> None:
+        self.store = store
+        self._options = dict(sandbox_options or {})
+        self._sandboxes: dict[str, Any] = {}
+        self._sessions: dict[tuple[str, str], Any] = {}
+
+    def _sandbox(self, backend: str) -> Any:
+        # Imported here: runner.sandbox imports runner.logs, which must not import it back.
+        from runner.sandbox import Sandbox
+
+        if backend not in self._sandboxes:
+            self._sandboxes[backend] = Sandbox(backend=backend, log_store=self.store,
+                                               source="replay", **self._options)
+        return self._sandboxes[backend]
+
+    def refusal(self, record: ExecutionRecord) -> NotReplayed | None:
+        """Why `record` cannot be replayed, or None when it can."""
+        error = record.result.error
+        if record.result.status is Status.INVALID_ARGS and error is not None \
+                and error.type in _REFUSED_BEFORE_RUNNING:
+            return NotReplayed(original=record.id, reason=(
+                f"the call was refused before running ({error.type}); the log does not keep "
+                "the spec that refused it"))
+        return None
+
+    def execution(self, record: ExecutionRecord, *, meta: dict[str, Any] | None = None,
+                  in_session: bool = False) -> ReplayOutcome:
+        """Replay one logged execution (in its replay session when `in_session` and it
+        was a session block) and compare."""
+        request = record.request
+        replay_meta = {**(meta or {}), "replay_of": record.id}
+        warnings: list[str] = []
+        session_id = record.meta.get("session")
+        if in_session and isinstance(session_id, str) and request.call is None:
+            session = self._session(record.result.backend, session_id, record)
+            result = session.run(request.code, limits=request.limits, meta=replay_meta)
+        else:
+            block = record.meta.get("block")
+            if isinstance(session_id, str) and isinstance(block, int) and block > 0:
+                warnings.append(f"it was block {block} of session {session_id}; it ran alone, "
+                                "without the state the blocks before it had made")
+            result = self._sandbox(record.result.backend).execute(request, meta=replay_meta)
+        if record.result.image and result.image and record.result.image != result.image:
+            warnings.append(f"the sandbox image changed since the original ran (was "
+                            f"{record.result.image}, now {result.image}): a difference may come "
+                            "from the image")
+        verdict, diff = compare(record.result, result)
+        return ReplayOutcome(original=record.id, replay=result.id, verdict=verdict,
+                             original_status=str(record.result.status),
+                             replay_status=str(result.status), diff=diff, warnings=warnings)
+
+    def _session(self, backend: str, session_id: str, first: ExecutionRecord) -> Any:
+        key = (backend, session_id)
+        if key not in self._sessions:
+            self._sessions[key] = self._sandbox(backend).session(
+                limits=first.request.limits, packages=first.request.packages)
+        return self._sessions[key]
+
+    def agent_run(self, run: AgentRun) -> Iterator[ReplayOutcome | NotReplayed]:
+        """The run's executions in order, replayed; see the module docstring."""
+        for record in run_executions(self.store, run):
+            refused = self.refusal(record)
+            if refused is not None:
+                yield refused
+                continue
+            yield self.execution(record, meta={"replay_of_run": run.id}, in_session=True)
+
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+        for sandbox in self._sandboxes.values():
+            sandbox.close()
+        self._sandboxes.clear()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_executions(store: LogStore, run: AgentRun) -> list[ExecutionRecord]:
+    """The executions of a run in the order they ran: those its turns list, then any other
+    row that points at the run (a turn whose row was never written)."""
+    linked = store.read(lambda conn: [str(row[0]) for row in conn.execute(
+        "SELECT id FROM executions WHERE agent_run_id = ? ORDER BY started_at, id",
+        (run.id,)).fetchall()])
+    records = []
+    for execution_id in dict.fromkeys(run.execution_ids + linked):
+        try:
+            records.append(store.get_execution(execution_id))
+        except NotFoundError:
+            continue
+    return records
+
+
+def replay(store: LogStore, id_or_prefix: str, *,
+           on_outcome: Callable[[ReplayOutcome | NotReplayed], None] | None = None,
+           sandbox_options: dict[str, Any] | None = None) -> list[ReplayOutcome | NotReplayed]:
+    """Replay the execution or agent run that `id_or_prefix` names (see the module docstring)."""
+    run = find_agent_run(store, id_or_prefix)
+    outcomes: list[ReplayOutcome | NotReplayed] = []
+    with Replayer(store, sandbox_options=sandbox_options) as replayer:
+        if run is not None:
+            items: Iterator[ReplayOutcome | NotReplayed] = replayer.agent_run(run)
+        else:
+            record = store.get_execution(id_or_prefix)
+            refused = replayer.refusal(record)
+            items = iter([refused if refused is not None else replayer.execution(record)])
+        for item in items:
+            outcomes.append(item)
+            if on_outcome is not None:
+                on_outcome(item)
+    return outcomes

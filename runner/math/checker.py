@@ -1,0 +1,431 @@
+"""Answer equivalence: normalisation rules first, then Math-Verify in a guarded worker pool.
+
+    >>> from runner.math import is_equivalent, check
+    >>> is_equivalent("\\\\frac{1}{4}", "0.25")
+    True
+    >>> check("85\\\\text{ feet}", "85 inches").reason
+    'different units: foot vs inch'
+
+How a pair is decided (the first rule that applies wins; `Verdict.rule` names it):
+
+1. `empty` / `too_long`: no candidate, or an answer over `MAX_ANSWER_CHARS` (then only an
+   exact string match counts).
+2. Both answers are normalised (`runner.math.normalize`); an answer stating alternatives
+   (`\\\\frac23 \\\\approx 0.67`) matches when any alternative does.
+3. `choices`: multiple-choice letters compare as sets (`\\\\text{A,C,F}` = `A, C, F`).
+4. `text`: a text answer (`\\\\text{Evelyn}`) compares case-insensitively as words.
+5. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
+   A unit on one side only is accepted (the problem fixed it).
+6. `time`: a.m. vs p.m. differ; clock times (`4:30 p.m.`) compare as times of day.
+7. `variable`: both answers are assignments to different variables (`x = 5`, `y = 5`).
+   `identical`: the normalised forms are the same string.
+8. `number` / `numbers`: both sides are plain numbers, or lists of them (integers, decimals, `a/b`): exact comparison,
+   so `0.3333333` is not `1/3` and `0.25` is `1/4`. With `allow_decimal=True` (the problem
+   asked for a decimal or a rounded answer) a decimal agrees with a value when it states
+   that value to its own digits (see `normalize.decimal_agrees`). Lists: `1, 2` and
+   `\\{1, 2\\}` are sets (order does not matter); `(1, 2)` and `[1, 2)` keep their order
+   and their brackets (open and closed ends differ).
+9. `symbolic`: Math-Verify compares the normalised forms (intervals, sets, tuples, matrices,
+   equations, radicals, `\\\\pi`, complex numbers). Decimals are rewritten as exact fractions
+   first unless `allow_decimal` is set. The worker process has `timeout_s` to answer; a
+   timeout, crash or parse failure gives `equal=False` with `failed=True` and the reason.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from fractions import Fraction
+from importlib import metadata
+from itertools import count
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict
+
+from .normalize import (
+    MAX_ANSWER_CHARS,
+    Normalized,
+    decimal_agrees,
+    decimal_places,
+    normalize_answer,
+    number_list,
+    plain_number,
+    significant_digits,
+)
+from .pool import DEFAULT_MEMORY_MB, Failure, WorkerPool
+from .wire import CompareReply, CompareRequest
+
+__all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "check",
+           "check_many", "checker_version", "is_equivalent"]
+
+# Bumped whenever a rule here or in normalize.py changes what is equal, so that published
+# numbers name the checker that produced them.
+CHECKER_RULES_VERSION = "1"
+DEFAULT_TIMEOUT_S = 5.0
+# The worker's own interval timer fires at this share of the limit: a clean "timeout"
+# verdict without the cost of killing and restarting a process, when Python code is slow.
+_SOFT_SHARE = 0.8
+# The host kills the worker this long before the limit, so that even a killed comparison
+# (kill, reap) ends within `timeout_s`.
+_KILL_MARGIN_S = 0.05
+
+
+_ASKS_FOR_DECIMAL = re.compile(
+    r"\b(?:decimal|nearest\s+(?:tenth|hundredth|thousandth|ten-thousandth|cent|percent)"
+    r"|significant\s+(?:figure|digit)|approximate(?:ly)?|estimate|round(?:ed)?\s+to)",
+    re.IGNORECASE)
+
+
+def asks_for_decimal(problem: str) -> bool:
+    """Whether a problem's text asks for a decimal or rounded answer ("Express your answer
+    as a decimal", "to the nearest tenth"): the usual source of `allow_decimal`."""
+    return bool(_ASKS_FOR_DECIMAL.search(problem))
+
+
+def _package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "missing"
+
+
+def checker_version() -> str:
+    """Which checker decided: the rules' version and Math-Verify's, e.g.
+    `runner-math/1 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
+    return (f"runner-math/{CHECKER_RULES_VERSION} "
+            f"math-verify/{_package_version('math-verify')} "
+            f"latex2sympy2_extended/{_package_version('latex2sympy2_extended')}")
+
+
+class Verdict(BaseModel):
+    """Whether a candidate answer equals the gold answer, and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    equal: bool
+    rule: str  # which rule decided (see the module docstring)
+    reason: str  # one sentence for people
+    failed: bool = False  # the checker could not decide (timeout, crash, unparseable)
+    gold: str  # the normalised gold answer that was compared
+    candidate: str  # the normalised candidate
+    gold_parsed: str | None = None  # what the symbolic checker read, when it ran
+    candidate_parsed: str | None = None
+    allow_decimal: bool = False
+    checker_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A pair that needs the symbolic checker."""
+
+    gold: Normalized
+    candidate: Normalized
+
+
+def _show(form: Normalized) -> str:
+    if form.choices is not None:
+        return ",".join(sorted(form.choices))
+    if form.words is not None:
+        return form.words
+    suffix = "".join(f" {part}" for part in (form.unit, form.meridiem) if part)
+    return form.latex + suffix
+
+
+class Checker:
+    """Decides answer equivalence; owns the pool of checker processes.
+
+    `workers`: processes for the symbolic step (default: the CPU count, at most 4);
+    `timeout_s`: the limit for one symbolic comparison, enforced by killing the process;
+    `memory_mb`: each process's address-space limit. Use as a context manager, or call
+    `close()`; the module-level functions share one lazily created Checker.
+    """
+
+    def __init__(self, *, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self.workers = workers or max(1, min(4, os.cpu_count() or 1))
+        self.timeout_s = timeout_s
+        self.version = checker_version()
+        self._pool = WorkerPool(self.workers, memory_mb=memory_mb)
+        self._ids = count(1)
+        self._ids_lock = threading.Lock()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def check(self, gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
+        """The verdict on one pair (never raises for any answer text)."""
+        decided = self._decide(gold, candidate, allow_decimal)
+        if isinstance(decided, Verdict):
+            return decided
+        return self._symbolic(decided, allow_decimal)
+
+    def is_equivalent(self, gold: str, candidate: str | None, *,
+                      allow_decimal: bool = False) -> bool:
+        return self.check(gold, candidate, allow_decimal=allow_decimal).equal
+
+    def check_many(self, pairs: Iterable[tuple[str, str | None]], *,
+                   allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+        """Verdicts for many pairs, in order. Pairs that need the symbolic checker run on
+        all workers at once; repeated pairs are decided once."""
+        items = list(pairs)
+        flags = [allow_decimal] * len(items) if isinstance(allow_decimal, bool) \
+            else list(allow_decimal)
+        if len(flags) != len(items):
+            raise ValueError("allow_decimal must be one flag or one per pair")
+        results: list[Verdict | None] = [None] * len(items)
+        pending: dict[tuple[str, str | None, bool], list[int]] = {}
+        for index, ((gold, candidate), flag) in enumerate(zip(items, flags, strict=True)):
+            pending.setdefault((gold, candidate, flag), []).append(index)
+        slow: list[tuple[bool, list[_Pending], list[int]]] = []
+        for (gold, candidate, flag), indexes in pending.items():
+            decided = self._decide(gold, candidate, flag)
+            if isinstance(decided, Verdict):
+                for index in indexes:
+                    results[index] = decided
+            else:
+                slow.append((flag, decided, indexes))
+        if slow:
+            with ThreadPoolExecutor(max_workers=self.workers,
+                                    thread_name_prefix="runner-checker") as executor:
+                verdicts = executor.map(lambda job: self._symbolic(job[1], job[0]), slow)
+                for (_, _, indexes), verdict in zip(slow, verdicts, strict=True):
+                    for index in indexes:
+                        results[index] = verdict
+        return [verdict for verdict in results if verdict is not None]
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the rules -----------------------------------------------------------------------------
+
+    def _verdict(self, equal: bool, rule: str, reason: str, gold: str, candidate: str,
+                 allow_decimal: bool, **extra: object) -> Verdict:
+        return Verdict(equal=equal, rule=rule, reason=reason, gold=gold, candidate=candidate,
+                       allow_decimal=allow_decimal, checker_version=self.version,
+                       **extra)  # type: ignore[arg-type]
+
+    def _decide(self, gold: str, candidate: str | None,
+                allow_decimal: bool) -> Verdict | list[_Pending]:
+        """A verdict from the text rules, or the pairs of forms the symbolic step must see."""
+        if candidate is None or not candidate.strip():
+            return self._verdict(False, "empty", "there is no candidate answer",
+                                 gold[:200], "", allow_decimal)
+        if len(gold) > MAX_ANSWER_CHARS or len(candidate) > MAX_ANSWER_CHARS:
+            same = gold.strip() == candidate.strip()
+            return self._verdict(
+                same, "too_long",
+                f"an answer longer than {MAX_ANSWER_CHARS} characters is compared as text "
+                f"only: {'identical' if same else 'they differ'}",
+                gold[:200], candidate[:200], allow_decimal, failed=not same)
+        try:
+            gold_forms = normalize_answer(gold)
+            candidate_forms = normalize_answer(candidate, candidate=True)
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not crash an evaluation
+            return self._verdict(False, "error", f"normalisation failed: {type(exc).__name__}",
+                                 gold[:200], candidate[:200], allow_decimal, failed=True)
+        first: Verdict | None = None
+        pending: list[_Pending] = []
+        for gold_form in gold_forms:
+            for candidate_form in candidate_forms:
+                decided = self._decide_forms(gold_form, candidate_form, allow_decimal)
+                if isinstance(decided, Verdict):
+                    if decided.equal:
+                        return decided
+                    first = first or decided
+                else:
+                    pending.append(decided)
+        if pending:
+            return pending
+        assert first is not None
+        return first
+
+    def _decide_forms(self, gold: Normalized, candidate: Normalized,
+                      allow_decimal: bool) -> Verdict | _Pending:
+        shown_gold, shown_candidate = _show(gold), _show(candidate)
+
+        def verdict(equal: bool, rule: str, reason: str) -> Verdict:
+            return self._verdict(equal, rule, reason, shown_gold, shown_candidate, allow_decimal)
+
+        if gold.choices is not None or candidate.choices is not None:
+            equal = gold.choices == candidate.choices
+            if gold.choices is None or candidate.choices is None:
+                return verdict(False, "choices", "one answer is a set of choice letters and "
+                                                 "the other is not")
+            return verdict(equal, "choices",
+                           "the same choice letters" if equal else "different choice letters")
+        if gold.words is not None or candidate.words is not None:
+            gold_words = gold.words if gold.words is not None else gold.plain
+            candidate_words = candidate.words if candidate.words is not None \
+                else candidate.plain
+            equal = gold_words == candidate_words
+            return verdict(equal, "text", "the same words" if equal else "different words")
+        if gold.unit and candidate.unit and gold.unit != candidate.unit:
+            return verdict(False, "unit", f"different units: {gold.unit} vs {candidate.unit}")
+        if gold.meridiem and candidate.meridiem and gold.meridiem != candidate.meridiem:
+            return verdict(False, "time", f"different times of day: {gold.meridiem} vs "
+                                          f"{candidate.meridiem}")
+        if gold.meridiem or candidate.meridiem or gold.clock is not None \
+                or candidate.clock is not None:
+            times = _time_of_day(gold), _time_of_day(candidate)
+            if times[0] is not None and times[1] is not None:
+                same = _same_time(gold, candidate, times[0], times[1])
+                return verdict(same, "time", "the same time of day" if same
+                               else "different times of day")
+        if gold.variable and candidate.variable and gold.variable != candidate.variable:
+            return verdict(False, "variable", f"different variables: {gold.variable} = ... vs "
+                                              f"{candidate.variable} = ...")
+        if gold.key == candidate.key:
+            return verdict(True, "identical", "the same after normalisation")
+        gold_number, candidate_number = plain_number(gold.latex), plain_number(candidate.latex)
+        if gold_number is not None and candidate_number is not None:
+            if gold_number == candidate_number:
+                return verdict(True, "number", "the same number")
+            if allow_decimal:
+                agrees = decimal_agrees(gold_number, decimal_places(gold.latex),
+                                        candidate_number, decimal_places(candidate.latex),
+                                        significant_digits(candidate.latex))
+                return verdict(agrees, "decimal",
+                               "decimals allowed: " + ("agree to the decimal's digits"
+                                                       if agrees else "do not agree"))
+            return verdict(False, "number", "different numbers")
+        gold_list, candidate_list = number_list(gold.latex), number_list(candidate.latex)
+        if gold_list is not None and candidate_list is not None:
+            decided = _compare_lists(gold_list, candidate_list)
+            if decided[0] or not allow_decimal:  # with decimals allowed, Math-Verify rounds
+                return verdict(*decided)
+        return _Pending(gold, candidate)
+
+    def _symbolic(self, pending: list[_Pending], allow_decimal: bool) -> Verdict:
+        first: Verdict | None = None
+        for pair in pending:
+            with self._ids_lock:
+                request_id = next(self._ids)
+            request = CompareRequest(id=request_id, gold=pair.gold.latex,
+                                     candidate=pair.candidate.latex, allow_decimal=allow_decimal,
+                                     soft_timeout_s=self.timeout_s * _SOFT_SHARE)
+            outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
+                                                      self.timeout_s - _KILL_MARGIN_S))
+            verdict = self._from_outcome(outcome, pair, allow_decimal)
+            if verdict.equal:
+                return verdict
+            first = first or verdict
+        assert first is not None
+        return first
+
+    def _from_outcome(self, outcome: CompareReply | Failure, pair: _Pending,
+                      allow_decimal: bool) -> Verdict:
+        shown_gold, shown_candidate = _show(pair.gold), _show(pair.candidate)
+        if isinstance(outcome, Failure):
+            return self._verdict(False, outcome.rule, outcome.reason, shown_gold,
+                                 shown_candidate, allow_decimal, failed=True)
+        failed = outcome.rule in ("timeout", "error", "unparsed")
+        return self._verdict(outcome.equal, outcome.rule, outcome.reason, shown_gold,
+                             shown_candidate, allow_decimal, failed=failed,
+                             gold_parsed=outcome.gold_parsed,
+                             candidate_parsed=outcome.candidate_parsed)
+
+
+_BARE, _BRACES, _PARENTHESES = "", "\\{\\}", "()"
+
+
+def _compare_lists(gold: tuple[str, list[Fraction]],
+                   candidate: tuple[str, list[Fraction]]) -> tuple[bool, str, str]:
+    """Lists of plain numbers. `1, 2` (MATH's "all solutions") and `\\{1, 2\\}` are sets;
+    `(1, 2)` is an ordered pair (or an open interval) and `[1, 2)` an interval, whose order
+    and brackets matter. A bare list read against a pair is read in order."""
+    (gold_brackets, gold_values), (candidate_brackets, candidate_values) = gold, candidate
+
+    def as_sets() -> tuple[bool, str, str]:
+        equal = set(gold_values) == set(candidate_values)
+        return equal, "numbers", "the same set of numbers" if equal else "different sets"
+
+    def in_order() -> tuple[bool, str, str]:
+        equal = gold_values == candidate_values
+        return equal, "numbers", ("the same numbers in the same order" if equal
+                                  else "different numbers or order")
+
+    set_like = (_BARE, _BRACES)
+    if gold_brackets in set_like and candidate_brackets in set_like:
+        return as_sets()
+    if gold_brackets == _BARE and candidate_brackets == _PARENTHESES:
+        return as_sets()  # the solutions, written in parentheses
+    if candidate_brackets == _BARE and gold_brackets == _PARENTHESES:
+        return in_order()  # a pair, written without its parentheses
+    if gold_brackets != candidate_brackets:
+        return False, "numbers", (f"different kinds: {gold_brackets or 'a list'} vs "
+                                  f"{candidate_brackets or 'a list'} (sets, tuples and "
+                                  "open or closed intervals differ)")
+    return in_order()
+
+
+def _time_of_day(form: Normalized) -> int | None:
+    """Seconds after midnight on a 12- or 24-hour clock, from `9` or `9:30` (+ a.m./p.m.)."""
+    if form.clock is not None:
+        return form.clock
+    number = plain_number(form.latex)
+    if number is None or number.denominator != 1 or not 0 <= number <= 24:
+        return None
+    return int(number) * 3600
+
+
+def _same_time(gold: Normalized, candidate: Normalized, gold_s: int, candidate_s: int) -> bool:
+    def absolute(seconds: int, meridiem: str | None) -> int:
+        hours = seconds // 3600
+        if meridiem == "pm" and hours < 12:
+            return seconds + 12 * 3600
+        if meridiem == "am" and hours == 12:
+            return seconds - 12 * 3600
+        return seconds
+
+    if gold.meridiem and candidate.meridiem:
+        return absolute(gold_s, gold.meridiem) == absolute(candidate_s, candidate.meridiem)
+    # One side says a.m./p.m., the other not: compare on a 12-hour dial.
+    half_day = 12 * 3600
+    return absolute(gold_s, gold.meridiem) % half_day == \
+        absolute(candidate_s, candidate.meridiem) % half_day
+
+
+# -- module-level convenience: one shared Checker ------------------------------------------------
+
+_shared: Checker | None = None
+_shared_lock = threading.Lock()
+
+
+def _default_checker() -> Checker:
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Checker()
+            atexit.register(_shared.close)
+        return _shared
+
+
+def check(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
+    """The verdict on `candidate` against `gold`, with the reason (see `Verdict`)."""
+    return _default_checker().check(gold, candidate, allow_decimal=allow_decimal)
+
+
+def is_equivalent(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> bool:
+    """Whether `candidate` is the same answer as `gold`. Never raises for any answer text.
+
+    `allow_decimal=True` when the problem asked for a decimal or rounded answer: then a
+    decimal that states the exact value to its own digits counts (`0.333` for 1/3)."""
+    return check(gold, candidate, allow_decimal=allow_decimal).equal
+
+
+def check_many(pairs: Iterable[tuple[str, str | None]], *,
+               allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+    """Verdicts for many (gold, candidate) pairs, in order, using all checker workers."""
+    return _default_checker().check_many(pairs, allow_decimal=allow_decimal)

@@ -1,0 +1,400 @@
+"""Answer equivalence: normalisation, the rules on top of Math-Verify, and the worker pool
+that no answer can hang or crash. Every comparison runs through real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from runner.math import (
+    Checker,
+    CheckerUnavailableError,
+    Verdict,
+    asks_for_decimal,
+    checker_version,
+)
+from runner.math.normalize import normalize_answer
+from runner.math.pool import WorkerPool
+from runner.math.wire import CompareRequest
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with Checker(workers=2, timeout_s=5) as shared:
+        yield shared
+
+
+EQUAL = [
+    # formatting
+    ("\\frac{1}{2}", "\\dfrac{1}{2}"),
+    ("\\frac{1}{2}", "\\tfrac12"),
+    ("\\frac{1}{4}", "0.25"),
+    ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})"),
+    ("\\sqrt{2}", "\\sqrt2"),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"),
+    ("5", "\\boxed{5}"),
+    ("5", "$5$"),
+    ("10", "10.0"),
+    # thousands separators
+    ("2\\,598\\,960", "2598960"),
+    ("2,\\!598,\\!960", "2598960"),
+    ("23{,}000", "23000"),
+    ("1,000,000", "1000000"),
+    ("\\$32,\\!348", "32348"),
+    ("\\frac{12}{5,\\!525}", "\\frac{12}{5525}"),
+    # assignments, trailing punctuation and words
+    ("x = 5", "5"),
+    ("5", "x=5"),
+    ("-\\frac{5}{3}.", "-\\frac53"),
+    ("\\text{(E)},", "E"),
+    ("18\\text{ ways.}", "18"),
+    ("210", "210 ways"),
+    ("575\\text{ students}", "575"),
+    ("7\\text{ hours}.", "7 hours"),
+    # money, percent, degrees
+    ("\\$5", "5"),
+    ("\\$18.90", "18.9"),
+    ("118 \\text{ dollars}", "\\$118"),
+    ("7.2\\%", "7.2"),
+    ("7.2\\%", "7.2 percent"),
+    ("20 \\%", "20\\%"),
+    ("0.56 = 56\\%", "56\\%"),
+    ("0.56 = 56\\%", "0.56"),
+    ("30^\\circ", "30"),
+    ("30^{\\circ}", "30 degrees"),
+    ("\\frac{270}7\\text{ degrees}", "\\frac{270}{7}"),
+    ("(6,235^\\circ)", "(6,235)"),
+    # degrees inside trig functions
+    ("\\sin 30^\\circ", "\\frac12"),
+    ("\\tan 15^\\circ", "2-\\sqrt{3}"),
+    ("\\cos 60^\\circ", "0.5"),
+    # units written alike
+    ("85\\text{ feet}", "85 ft"),
+    ("440\\text{ cm}^2", "440 \\text{ square centimeters}"),
+    ("12\\text{ square units}", "12"),
+    # mixed numbers, repeating decimals
+    ("6\\frac{1}{6}\\text{ feet}", "\\frac{37}{6}"),
+    ("2\\frac{1}{2}", "2.5"),
+    ("2 1/2", "\\frac52"),
+    ("0.\\overline{3}", "\\frac{1}{3}"),
+    ("0.\\overline{36}", "\\frac{4}{11}"),
+    # times of day
+    ("9\\text{ a.m.}", "9 am"),
+    ("\\text{4:30 p.m.}", "4:30 PM"),
+    ("\\text{4:30 p.m.}", "16:30"),
+    ("4\\!:\\!51\\!:\\!06 \\text{ p.m.}", "4:51:06 pm"),
+    # multiple choice and text
+    ("\\text{A,C,F}", "A, C, F"),
+    ("\\text{A,C,F}", "\\text{F, C, A}"),
+    ("\\text{(C)}", "C"),
+    ("(\\text{H})", "(H)"),
+    ("\\text{(A)}", "(a)"),
+    ("\\text{Evelyn}", "Evelyn"),
+    ("\\text{Sunday}", "\\textbf{sunday}."),
+    ("\\text{no solution}", "No solution"),
+    ("\\text{two lines}", "two lines"),
+    ("\\mbox{four}", "4"),
+    ("\\text{13}", "13"),
+    # complex numbers
+    ("8-i", "8-1i"),
+    ("0.2i", "\\frac{i}{5}"),
+    ("\\frac{7}{5} + \\frac{1}{5} i.", "1.4+0.2i"),
+    ("6 - 5i", "-5i + 6"),
+    # pi forms
+    ("2\\pi", "\\pi \\cdot 2"),
+    ("\\frac{\\pi}{2}", "0.5\\pi"),
+    ("\\frac{5\\pi}{4}", "\\frac{5}{4}\\pi"),
+    ("\\pi r^2", "r^2\\pi"),
+    # Python / sympy output
+    ("\\frac{\\sqrt{3}}{2}", "sqrt(3)/2"),
+    ("\\frac{\\pi}{4}", "pi/4"),
+    ("x^2+2x+1", "x**2 + 2*x + 1"),
+    ("(x+1)^2", "x^2+2x+1"),
+    # sets, tuples, intervals
+    ("\\{1,2\\}", "\\{2,1\\}"),
+    ("1,2", "2,1"),
+    ("3, 5, 7", "7, 3, 5"),
+    ("-2 \\text{ or } -12", "-12, -2"),
+    ("7, -2, \\text{ and } -5", "-5, -2, 7"),
+    ("(1,2)", "(1, 2)"),
+    ("(1,2)", "1, 2"),  # a pair without its parentheses
+    ("1, 2", "(2, 1)"),  # the solutions, in parentheses
+    ("[1,2)", "[1, 2)"),
+    ("(-\\infty, 3]", "(-\\infty,3]"),
+    ("(-\\infty, 1) \\cup (2, \\infty)", "(-\\infty,1)\\cup(2,\\infty)"),
+    ("1 \\pm \\sqrt{19}", "1+\\sqrt{19}, 1-\\sqrt{19}"),
+    # equations
+    ("y = 2x + 1", "y=1+2x"),
+    ("x^2 + y^2 = 25", "y^2+x^2=25"),
+    # matrices
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}"),
+    ("\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",
+     "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\end{pmatrix}"),
+    ("\\begin{pmatrix} -1 & 0 \\\\ 0 & -1 \\end{pmatrix}.",
+     "\\begin{bmatrix} -1 & 0 \\\\ 0 & -1 \\end{bmatrix}"),
+    # alternatives in the gold
+    ("\\$\\dfrac23 \\approx \\$0.67", "0.67"),
+    ("\\$\\dfrac23 \\approx \\$0.67", "\\frac{2}{3}"),
+]
+
+NOT_EQUAL = [
+    # the weak spots: units, times of day, decimals, percent
+    ("85\\text{ feet}", "85\\text{ inches}"),
+    ("85 feet", "85 inches"),
+    ("440\\text{ cm}^2", "440\\text{ cm}"),
+    ("5 \\text{ dollars}", "5 cents"),
+    ("9\\text{ a.m.}", "9\\text{ p.m.}"),
+    ("\\text{4:30 p.m.}", "4:30 am"),
+    ("\\text{4:30 p.m.}", "4:31 pm"),
+    ("\\frac{1}{3}", "0.3333333"),
+    ("\\frac{1}{3}", "0.33"),
+    ("\\sqrt{2}", "1.41421356"),
+    ("2\\pi", "6.283185"),
+    ("\\frac{\\sqrt{3}}{2}", "0.8660254"),
+    ("7.2\\%", "0.072"),
+    ("20\\%", "0.2"),
+    ("2\\,598\\,960", "2598961"),
+    ("2\\,598\\,960", "2"),
+    # numbers and expressions
+    ("2", "3"),
+    ("-2", "2"),
+    ("\\frac{1}{2}", "\\frac{2}{1}"),
+    ("0.5", "0.05"),
+    ("10", "100"),
+    ("x^2+2x+1", "(x-1)^2"),
+    ("2x", "2y"),
+    ("\\sqrt{2}", "\\sqrt{3}"),
+    ("\\frac{\\pi}{2}", "\\frac{\\pi}{3}"),
+    ("2\\pi", "2"),
+    ("e^2", "2e"),
+    # complex numbers
+    ("8-i", "8+i"),
+    ("0.2i", "0.2"),
+    ("6 - 5i", "6 - 5"),
+    # degrees inside trig
+    ("\\sin 30^\\circ", "\\frac{\\sqrt{3}}{2}"),
+    ("\\sin 30^\\circ", "\\sin 30"),
+    ("30^\\circ", "\\frac{\\pi}{6}"),
+    # multiple choice and text
+    ("\\text{A,C,F}", "A, C"),
+    ("\\text{A,C,F}", "A, C, F, G"),
+    ("\\text{(C)}", "D"),
+    ("\\text{(C)}", "3"),
+    ("\\text{Evelyn}", "Emily"),
+    ("\\text{odd}", "\\text{even}"),
+    ("\\text{Monday}", "\\text{Sunday}"),
+    # tuples keep their order; intervals keep their ends
+    ("(1,2)", "(2,1)"),
+    ("(6,31,-1)", "(31,6,-1)"),
+    ("(1,2)", "[1,2]"),
+    ("(1,2)", "(1,2]"),
+    ("[1,2)", "[1,2]"),
+    ("(-\\infty, 3]", "(-\\infty, 3)"),
+    ("(2,\\infty)", "[2,\\infty)"),
+    ("\\{1,2\\}", "\\{1,2,3\\}"),
+    ("1,2", "1"),
+    ("(1,2)", "\\{2,1\\}"),  # a pair is not a set
+    ("(1,2)", "\\{1,2\\}"),
+    ("(1,2)", "2, 1"),
+    ("1, 2", "[1, 2]"),  # solutions are not an interval
+    ("3, 5, 7", "3, 5"),
+    # equations
+    ("y = 2x + 1", "y = 2x - 1"),
+    ("x^2 + y^2 = 25", "x^2 + y^2 = 5"),
+    # matrices
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}"),
+    ("\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 2 \\end{pmatrix}"),
+    # assignments and equation chains in the candidate
+    ("x = 5", "y = 5"),
+    ("2", "2 = 5"),  # the candidate's claim is its last piece
+    ("6", "6 xy"),  # a product, not a noun after the number
+    # broken or empty candidates
+    ("5", ""),
+    ("5", "   "),
+    ("5", "\\frac{5}{"),
+    ("5", "2**3+1"),
+    ("\\frac{3}{56}", "\\frac{3}{56"),
+    ("12", "twelve apples and 3"),
+]
+
+
+@pytest.mark.parametrize("gold, candidate", EQUAL)
+def test_equal_answers(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert verdict.equal, verdict
+    assert not verdict.failed
+
+
+@pytest.mark.parametrize("gold, candidate", NOT_EQUAL)
+def test_different_answers(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert not verdict.equal, verdict
+
+
+def test_batch_agrees_with_single_checks_and_keeps_order(checker):
+    pairs = EQUAL + NOT_EQUAL + EQUAL[:5]  # repeated pairs too
+    verdicts = checker.check_many(pairs)
+    expected = [True] * len(EQUAL) + [False] * len(NOT_EQUAL) + [True] * 5
+    assert [verdict.equal for verdict in verdicts] == expected
+    assert all(isinstance(verdict, Verdict) for verdict in verdicts)
+
+
+@pytest.mark.parametrize("gold, candidate, equal", [
+    ("\\frac{1}{3}", "0.3333333", True),
+    ("\\frac{1}{3}", "0.333", True),
+    ("\\frac{2}{3}", "0.667", True),  # rounded
+    ("\\frac{2}{3}", "0.666", True),  # truncated
+    ("\\frac{1}{3}", "0.334", False),
+    ("\\frac{1}{3}", "0.3", False),  # fewer than 3 significant digits
+    ("\\sqrt{2}", "1.414", True),
+    ("\\sqrt{2}", "1.415", False),
+    ("2\\pi", "6.283", True),
+    ("0.33", "0.333", True),  # the gold was rounded by the author
+    ("0.33", "\\frac{1}{3}", True),
+    ("0.333", "0.33", False),  # less precise than the gold
+    ("0.34", "\\frac{1}{3}", False),
+    ("3.14", "\\pi", True),
+    ("3.15", "\\pi", False),
+])
+def test_decimals_count_only_when_the_problem_asks_for_them(checker, gold, candidate, equal):
+    allowed = checker.check(gold, candidate, allow_decimal=True)
+    assert allowed.equal is equal, allowed
+    assert allowed.allow_decimal
+    exact = checker.check(gold, candidate)
+    assert not exact.equal, exact  # without the flag, none of these inexact pairs is equal
+
+
+def test_asks_for_decimal_reads_the_problem():
+    assert asks_for_decimal("Express your answer as a decimal to the nearest tenth.")
+    assert asks_for_decimal("Round your answer to the nearest hundredth.")
+    assert not asks_for_decimal("Express your answer as a common fraction.")
+
+
+def test_verdict_says_why(checker):
+    verdict = checker.check("85\\text{ feet}", "85 inches")
+    assert (verdict.equal, verdict.rule) == (False, "unit")
+    assert "foot" in verdict.reason and "inch" in verdict.reason
+    assert verdict.checker_version == checker_version()
+    assert "math-verify/" in verdict.checker_version
+    symbolic = checker.check("x^2+2x+1", "(x+1)^2")
+    assert symbolic.rule == "symbolic" and symbolic.equal
+    assert symbolic.gold_parsed and symbolic.candidate_parsed
+    with pytest.raises(Exception):  # noqa: B017 - frozen: a verdict cannot be edited
+        symbolic.equal = False  # type: ignore[misc]
+    dumped = symbolic.model_dump(mode="json")
+    assert set(dumped) >= {"equal", "rule", "reason", "failed", "gold", "candidate",
+                           "checker_version"}
+
+
+def test_normalised_forms_are_reported():
+    form, = normalize_answer("\\$32,\\!348")
+    assert (form.latex, form.unit) == ("32348", "dollar")
+    form, = normalize_answer("440\\text{ cm}^2")
+    assert (form.latex, form.unit) == ("440", "centimeter^2")
+    form, = normalize_answer("\\text{A, D, F}")
+    assert form.choices == frozenset("ADF")
+    alternatives = normalize_answer("\\$\\dfrac23 \\approx \\$0.67")
+    assert [form.latex for form in alternatives] == ["\\frac{2}{3}", "0.67"]
+
+
+HOSTILE = [
+    "10^{10^{10}}",
+    "2^{2^{2^{2^{2^{2}}}}}",
+    "\\prod_{k=1}^{10^{9}} k",
+    "(10^{8})!",
+    "{" * 1990 + "1" + "}" * 1990,
+    "(" * 1990 + "1" + ")" * 1990,
+    "\\sqrt{" * 500 + "2" + "}" * 500,
+    "-" * 3999 + "2",
+    "x^" * 1999 + "2",
+    "10**10**10",
+    "\x1b[31m\u202e2",
+]
+
+
+@pytest.mark.slow
+def test_hostile_answers_get_a_verdict_within_the_limit():
+    with Checker(workers=2, timeout_s=1.5) as guarded:
+        guarded.check("1", "x")
+        for candidate in HOSTILE:
+            started = time.monotonic()
+            verdict = guarded.check("2", candidate)
+            elapsed = time.monotonic() - started
+            assert not verdict.equal, candidate[:40]
+            # the limit, plus the cost of replacing a killed worker at worst
+            assert elapsed < 1.5 + 5, (candidate[:40], elapsed)
+        assert guarded.check("x+1", "1+x").equal  # the pool still works afterwards
+
+
+def test_megabyte_answers_do_not_reach_the_symbolic_step(checker):
+    huge = "1" * 1_000_000
+    started = time.monotonic()
+    same = checker.check(huge, huge)
+    different = checker.check("2", "{" * 500_000 + "}" * 500_000)
+    assert same.equal and same.rule == "too_long"
+    assert not different.equal and different.failed
+    assert time.monotonic() - started < 10
+
+
+def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
+    with Checker(workers=1, timeout_s=1.0) as guarded:
+        verdict = guarded.check("1", "10^{10^{10}}")
+        assert (verdict.equal, verdict.rule, verdict.failed) == (False, "timeout", True)
+        # An interrupted worker may hold half-built parser caches: it is replaced.
+        assert guarded._pool.replacements == 1
+        assert guarded.check("2", "1+1").equal
+
+
+def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
+    pool = WorkerPool(1)
+    try:
+        # The worker's own timer is set past the host's deadline, so only the kill can stop it.
+        slow = CompareRequest(id=1, gold="1", candidate="10^{10^{10}}", soft_timeout_s=120)
+        started = time.monotonic()
+        outcome = pool.compare(slow, hard_timeout_s=1.0)
+        assert time.monotonic() - started < 10
+        assert getattr(outcome, "rule", None) == "timeout"
+        assert pool.replacements == 1
+        fine = pool.compare(CompareRequest(id=2, gold="x+1", candidate="1+x", soft_timeout_s=5),
+                            hard_timeout_s=60)
+        assert getattr(fine, "equal", None) is True
+    finally:
+        pool.close()
+
+
+def test_a_crashed_worker_is_a_verdict_and_is_replaced():
+    with Checker(workers=1, timeout_s=30) as guarded:
+        assert guarded.check("x+1", "1+x").equal
+        workers = list(guarded._pool._all)
+        assert len(workers) == 1
+        pid = workers[0].process.pid
+        # Kill the worker while it is busy with a slow comparison, as a segfault would.
+        threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+        verdict = guarded.check("1", "10^{10^{10}}")
+        assert (verdict.equal, verdict.rule, verdict.failed) == (False, "crashed", True)
+        assert guarded.check("x+2", "2+x").equal
+        assert pid not in {worker.process.pid for worker in guarded._pool._all}
+
+
+def test_a_worker_that_cannot_start_is_a_runner_error():
+    # 64 MB of address space is too little to import sympy: the worker dies at start.
+    with Checker(workers=1, memory_mb=64) as broken:
+        assert broken.check("1", "1").equal  # decided without a worker
+        with pytest.raises(CheckerUnavailableError) as caught:
+            broken.check("x+1", "1+x")
+        assert "math-verify" in (caught.value.fix or "")
+
+
+def test_no_worker_processes_outlive_close():
+    guarded = Checker(workers=2)
+    guarded.check("x+1", "1+x")
+    pids = [worker.process.pid for worker in guarded._pool._all]
+    assert pids
+    guarded.close()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
