@@ -90,6 +90,7 @@ import ctypes, gc, hashlib, json, os, re, sys
 WANTED = __WANTED__
 CONTROL = "control-__CONTROL__"  # in this run's own code: the dump must find it
 PATTERN = re.compile(rb"(?:code|arg|out|session|control)-[0-9a-f]{24}")
+PAGE = 4096
 found = set()
 scanned = 0
 def search(chunk):
@@ -97,61 +98,58 @@ def search(chunk):
         digest = hashlib.sha256(match.group()).hexdigest()
         if digest in WANTED:
             found.add(WANTED[digest])
+# Pages are read by asking the kernel to copy them into a pipe: an unmapped or
+# unreadable page is EFAULT, never a crash, and nothing needs /proc/self/mem (which a
+# non-dumpable process cannot open).
+r, w = os.pipe()
+def read_page(addr):
+    try:
+        os.write(w, (ctypes.c_char * PAGE).from_address(addr))
+    except OSError:
+        return None
+    return os.read(r, PAGE)
 try:
     maps = open("/proc/self/maps").read().splitlines()
 except OSError:
-    maps = None
+    maps = None  # Landlock: no /proc
+starts = set()
 if maps is not None:
-    mem = open("/proc/self/mem", "rb", buffering=0)
+    regions = []
     for line in maps:
         fields = line.split()
         lo, hi = (int(x, 16) for x in fields[0].split("-"))
-        if "r" not in fields[1] or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
-            continue
-        try:
-            mem.seek(lo)
-            data = mem.read(hi - lo)
-        except OSError:
-            continue
-        scanned += len(data)
-        search(data)
+        if "r" in fields[1] and not (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+            regions.append((lo, hi))
 else:
-    PAGE = 4096
-    r, w = os.pipe()
-    def readable(addr):
-        try:
-            os.write(w, (ctypes.c_char * 1).from_address(addr))
-            os.read(r, 1)
-            return True
-        except OSError:
-            return False
     libc = ctypes.CDLL(None)
     libc.sbrk.restype = ctypes.c_void_p
     top = libc.sbrk(0)
     bottom = (top - 1) // PAGE * PAGE
-    while readable(bottom - PAGE):
+    while read_page(bottom - PAGE) is not None:
         bottom -= PAGE
-    starts = {bottom}
+    regions = [(bottom, top)]
     for chunk in {id(o) >> 20 for o in gc.get_objects()}:
         start = chunk << 20
-        while readable(start - PAGE):
+        while read_page(start - PAGE) is not None:
             start -= PAGE
-        starts.add(start)
-    pages = set()
-    for start in sorted(starts):
-        page = start
-        while readable(page) and page // PAGE not in pages:
-            pages.add(page // PAGE)
-            page += PAGE
-    run = []
-    for number in sorted(pages) + [None]:
-        if run and (number is None or number != run[-1] + 1):
-            data = ctypes.string_at(run[0] * PAGE, len(run) * PAGE)
-            scanned += len(data)
-            search(data)
-            run = []
-        if number is not None:
-            run.append(number)
+        end = start
+        while read_page(end) is not None:
+            end += PAGE
+        regions.append((start, end))
+seen = set()
+for lo, hi in sorted(regions):
+    previous = b""
+    for page in range(lo, hi, PAGE):
+        if page in seen:
+            continue
+        seen.add(page)
+        data = read_page(page)
+        if data is None:
+            previous = b""
+            continue
+        scanned += len(data)
+        search(previous[-64:] + data)  # a secret may straddle two pages
+        previous = data
 print(json.dumps({"found": sorted(found), "scanned": scanned}))
 '''
 

@@ -115,7 +115,7 @@ def container_args(*, name: str, image: str, profile: Profile, env: Environment,
     if env.path is not None:
         args += ["-v", f"{env.path}:{MOUNT_POINT}:ro"]
         worker += ["--path", MOUNT_POINT]
-    return args + [image, "python3", "-I", "-c", WORKER_MAIN, *worker]
+    return [*args, image, "python3", "-I", "-c", WORKER_MAIN, *worker]
 
 
 class DockerWorker(WorkerProcess):
@@ -233,7 +233,7 @@ class DockerBackend(WorkerBackend):
         self.labels = dict(labels or {})
         # Optional policy: only these distributions may be requested (names, any version).
         configured = package_allowlist if package_allowlist is not None else \
-            [n for n in os.environ.get("RUNNER_PACKAGE_ALLOWLIST", "").replace(",", " ").split()]
+            list(os.environ.get("RUNNER_PACKAGE_ALLOWLIST", "").replace(",", " ").split())
         self.package_allowlist = frozenset(canonicalize_name(n) for n in configured) or None
         self._pools: dict[tuple[str, Profile], WorkerPool] = {}
         self._environments: dict[tuple[str, ...], Environment] = {}

@@ -18,7 +18,6 @@ from ..worker.guards import DEFAULT_ALLOWED_MODULES
 from .worker_backend import Placement, Refusal, WorkerBackend
 from .worker_process import WorkerPool, WorkerProcess
 
-
 # Fewer layers than "full" (real builtins under the audit hook and the kernel, or under
 # the kernel alone) are for the isolation tests, which set this variable.
 TEST_LAYERS_VARIABLE = "RUNNER_TEST_LAYERS"

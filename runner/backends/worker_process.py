@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..errors import SandboxClosedError, WorkerStartError
@@ -34,7 +34,7 @@ class WorkerProcess:
     def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
                  cwd: str | None = None, start_timeout: float = 120.0) -> None:
         self.argv = list(argv)
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         self._reader = FrameReader()
         try:
             self.proc = subprocess.Popen(
@@ -123,10 +123,8 @@ class WorkerProcess:
             self._reader.feed(chunk)
 
     def kill(self) -> None:
-        try:
+        with suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self._reap()
 
     def close(self, timeout: float = 2.0) -> None:
@@ -136,27 +134,21 @@ class WorkerProcess:
                 self.proc.stdin.close()
         except OSError:
             pass
-        try:
+        with suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
     def _reap(self) -> None:
-        try:
+        with suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 if stream is not None:
                     stream.close()
             except OSError:
                 pass
-        try:
+        with suppress(OSError):
             self._stderr.close()
-        except OSError:
-            pass
 
 
 class WorkerPool:

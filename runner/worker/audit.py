@@ -107,8 +107,8 @@ class CompileSites:
         import ast
         import collections
 
-        trusted = list(self._trusted) + [collections.namedtuple]
-        through = list(self._through) + [ast.parse]
+        trusted = [*self._trusted, collections.namedtuple]
+        through = [*self._through, ast.parse]
         # The import system executes module code (and compiles sources without a
         # cached .pyc); which modules may be imported at all is decided on "import".
         bootstrap = sys.modules.get("importlib._bootstrap")
@@ -146,7 +146,7 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
     denied_events = DENIED_EVENTS
     readable_roots = tuple(readable)
     exact_imports = frozenset(importable) | frozenset(LAZY_IMPORTS)
-    import_prefixes = tuple(prefix + "." for prefix in importable_prefixes) + ("encodings.",)
+    import_prefixes = (*(prefix + "." for prefix in importable_prefixes), "encodings.")
     refused = tuple(refused_parts)
     write_flags = _WRITE_FLAGS
     frames_to_walk = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
@@ -162,7 +162,7 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
             raise refusal(message)
 
     def compile_allowed() -> bool:
-        frame = getframe(2)  # 0: here, 1: the hook, 2: whoever asked to compile or run
+        frame: Any = getframe(2)  # 0: here, 1: the hook, 2: whoever asked to compile or run
         if frame is not None and identity(frame.f_code) == parse_code:
             return True  # ast.parse only parses: no code object comes out of it
         for _ in frames_to_walk:
@@ -183,7 +183,7 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
             return True
         if not name.startswith(import_prefixes):
             return False
-        for part in refused:
+        for part in refused:  # noqa: SIM110 - `all` would be a builtin looked up at event time
             if part in name:
                 return False
         return True
@@ -203,9 +203,9 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
     def open_problem(args: tuple[Any, ...]) -> str | None:
         """Writing anything, or reading outside the Python installation. Paths are
         normalised with string operations only (Landlock, below, resolves links)."""
-        path = args[0] if args else None
-        mode = args[1] if length(args) > 1 else None
-        flags = args[2] if length(args) > 2 else 0
+        path: Any = args[0] if args else None
+        mode: Any = args[1] if length(args) > 1 else None
+        flags: Any = args[2] if length(args) > 2 else 0
         writing = False
         if is_instance(mode, str_type):
             for letter in "wax+":

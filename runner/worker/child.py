@@ -14,6 +14,7 @@ and crashes from what it observes, never from what the child says. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -107,10 +108,10 @@ class Reporter:
 
 
 def _cap(text: Any, limit: int) -> str:
-    text = text if type(text) is str else safe_str(text)
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"... [{len(text) - limit} more characters cut]"
+    shown: str = text if type(text) is str else safe_str(text)
+    if len(shown) <= limit:
+        return shown
+    return shown[:limit] + f"... [{len(shown) - limit} more characters cut]"
 
 
 def _bounded_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +198,7 @@ def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
         os.close(stderr_fd)
     # Line buffering: a run killed at its deadline still shows every complete line it
     # printed, at one write per line rather than one per print() argument.
-    sys.stdin = open(0, "r", closefd=False)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the run's stdin, for the whole run
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
         encoding="utf-8", errors="backslashreplace", line_buffering=True,
@@ -220,20 +221,17 @@ def _close_other_fds(keep: tuple[int, ...]) -> None:
 
 def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # a closed or broken stream must not hide the result
+        with contextlib.suppress(BaseException):
             stream.flush()
-        except BaseException:  # a closed or broken stream must not hide the result
-            pass
 
 
 def _finish_streams() -> None:
     """Flush and close stdout/stderr, so the supervisor sees their end before ours."""
     _flush_streams()
     for fd in (1, 2):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def drop_privileges(run_as: tuple[int, int]) -> None:
@@ -259,10 +257,8 @@ def _reseed() -> None:
     included: reseed them all from the kernel, so no two runs draw the same numbers."""
     random.seed()
     for generator in _GENERATORS:
-        try:
+        with contextlib.suppress(Exception):
             generator()
-        except Exception:  # noqa: BLE001 - a library's generator may refuse; others go on
-            pass
 
 
 _GENERATORS: list[Any] = []
@@ -276,7 +272,7 @@ def collect_generators() -> None:
 
     _GENERATORS.clear()
     for obj in gc.get_objects():
-        if isinstance(obj, random.Random) and obj is not random._inst:  # type: ignore[attr-defined]
+        if isinstance(obj, random.Random) and obj is not getattr(random, "_inst", None):
             _GENERATORS.append(obj.seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:

@@ -16,7 +16,6 @@ Stdlib only (ctypes for the System V calls).
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import stat
@@ -40,16 +39,36 @@ def clean_as(config: ChildConfig) -> None:
 
 
 def kill_everything_of_ours(deadline_s: float = 5.0) -> None:
-    """SIGKILL every process this user owns except ourselves, until none is left."""
+    """SIGKILL every process this user owns except ourselves, until none is left running
+    (zombies count as gone: the supervisor reaps them; signalling them still succeeds)."""
+    me = os.getpid()
     until = time.monotonic() + deadline_s
     while time.monotonic() < until:
         try:
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             return  # nothing left to signal
-        except PermissionError:
+        if not _running_processes_of(os.getuid(), me):
             return
         time.sleep(0.001)
+
+
+def _running_processes_of(uid: int, me: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:  # status, not the directory's owner: a non-dumpable process's is root
+            with open(f"/proc/{entry}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status if b":" in line)
+            state = fields[b"State"].split()[0]
+            real_uid = int(fields[b"Uid"].split()[0])
+        except (OSError, KeyError, IndexError, ValueError):
+            continue
+        if state in (b"Z", b"X") or real_uid != uid:
+            continue
+        found.append(int(entry))
+    return found
 
 
 def clear_directory(root: str, keep: set[str] | frozenset[str] = frozenset()) -> None:
@@ -140,16 +159,18 @@ def remove_sysv_ipc(uid: int) -> int:
         libc = ctypes.CDLL(None, use_errno=True)
     except (OSError, AttributeError):
         return 0
+    def remove(kind: str, ident: int) -> int:
+        if kind == "shm":
+            return int(libc.shmctl(ident, IPC_RMID, None))
+        if kind == "msg":
+            return int(libc.msgctl(ident, IPC_RMID, None))
+        return int(libc.semctl(ident, 0, IPC_RMID))
+
     removed = 0
-    for kind, id_column, remove in (
-            ("shm", 1, lambda ident: libc.shmctl(ident, IPC_RMID, None)),
-            ("msg", 1, lambda ident: libc.msgctl(ident, IPC_RMID, None)),
-            ("sem", 1, lambda ident: libc.semctl(ident, 0, IPC_RMID))):
-        for ident in _ipc_ids(kind, id_column, uid):
-            if remove(ident) == 0:
+    for kind in ("shm", "msg", "sem"):
+        for ident in _ipc_ids(kind, 1, uid):
+            if remove(kind, ident) == 0:
                 removed += 1
-            elif ctypes.get_errno() not in (errno.EINVAL, errno.EIDRM, errno.EPERM):
-                continue
     return removed
 
 

@@ -7,17 +7,23 @@ any of them. A child is a copy of its parent's memory, freed heap included; fork
 here, a child starts with no trace of any earlier run's code, arguments or output.
 
 The supervisor asks over a Unix socket, passing the child's ends of four pipes it made
-(stdout, stderr, result, request). The forkserver forks twice, so that the child is an
-orphan and is adopted by the supervisor (a child subreaper): the supervisor then waits
-for it, reads its exit status and resource usage, and kills it at its deadline exactly
-as it would its own child. In containers it also runs the clean-up between runs, as
-the sandbox user (cleanup.py). Stdlib only.
+(stdout, stderr, result, request). The forkserver makes the child the supervisor's own:
+with `clone(CLONE_PARENT)` where the platform allows it (one copy of the process, the
+interpreter's fork hooks run as for os.fork), otherwise by forking twice, so that the
+child is an orphan that the supervisor (a child subreaper) adopts. Either way the
+supervisor waits for it, reads its exit status and resource usage, and kills it at its
+deadline exactly as it would a child of its own. In containers the forkserver also runs
+the clean-up between runs, as the sandbox user (cleanup.py). Stdlib only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import os
+import platform
+import signal
 import socket
 import struct
 from typing import Any, NoReturn
@@ -82,6 +88,41 @@ def _clean(config: ChildConfig, control_fd: int) -> int:
     return 0 if pid > 0 else pid
 
 
+CLONE_PARENT = 0x00008000
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
+
+
+def _load_apis() -> tuple[Any, Any]:
+    try:
+        return ctypes.CDLL(None, use_errno=True), ctypes.pythonapi
+    except (OSError, AttributeError):
+        return None, None
+
+
+_libc, _python = _load_apis()
+
+
+def _clone_sibling() -> int | None:
+    """Fork a process whose parent is our parent (the supervisor). None when the
+    platform cannot (then the caller forks twice instead)."""
+    if _SYS_CLONE is None or _libc is None or _python is None:
+        return None
+    _python.PyOS_BeforeFork()
+    # A fork-like clone (no shared memory, a copy of this stack): the interpreter's own
+    # before/after hooks keep its locks and at-fork callbacks as os.fork keeps them.
+    pid = int(_libc.syscall(_SYS_CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0))
+    if pid == 0:
+        _python.PyOS_AfterFork_Child()
+        return 0
+    _python.PyOS_AfterFork_Parent()
+    if pid < 0:
+        error = ctypes.get_errno()
+        if error in (errno.EINVAL, errno.EPERM, errno.ENOSYS):
+            return None  # e.g. we are the init of a PID namespace
+        return -(error or errno.EAGAIN)
+    return pid
+
+
 def _orphan(body: Any, control_fd: int, *, adopt: bool = True) -> int:
     """Run `body` in a new process. With `adopt`, that process is a grandchild whose
     parent has already exited, so the supervisor (a subreaper) adopts it; otherwise it is
@@ -96,6 +137,15 @@ def _orphan(body: Any, control_fd: int, *, adopt: bool = True) -> int:
             body()
         _, status = os.waitpid(pid, 0)
         return pid if os.waitstatus_to_exitcode(status) == 0 else -errno.ECHILD
+    sibling = _clone_sibling()
+    if sibling == 0:
+        os.close(control_fd)
+        try:
+            body()
+        finally:
+            os._exit(70)
+    if sibling is not None:
+        return sibling
     read_end, write_end = os.pipe()
     try:
         middle = os.fork()
@@ -158,7 +208,5 @@ class ForkClient:
 
     def close(self) -> None:
         self.control.close()
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass

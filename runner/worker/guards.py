@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
 import string
 import sys
 import types
-from collections.abc import Callable, Iterable
 from collections import UserString
-import functools
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
-from RestrictedPython import RestrictingNodeTransformer, compile_restricted_exec
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
-from RestrictedPython.transformer import INSPECT_ATTRIBUTES, copy_locations
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer, copy_locations
 
 DEFAULT_ALLOWED_MODULES: tuple[str, ...] = (
     "math", "cmath", "fractions", "decimal", "statistics", "itertools", "functools",
@@ -81,7 +80,8 @@ SAFE_DUNDER_ATTRIBUTES = frozenset({
 
 # Special methods user classes may define (defining them on one's own class is harmless).
 SPECIAL_METHOD_NAMES = SAFE_DUNDER_ATTRIBUTES | frozenset({
-    "__new__", "__del__", "__setitem__", "__delitem__", "__post_init__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+    "__new__", "__del__", "__setitem__", "__delitem__", "__post_init__", "__iadd__", "__isub__",
+    "__imul__", "__itruediv__",
     "__ifloordiv__", "__imod__", "__ipow__", "__and__", "__or__", "__xor__", "__rand__",
     "__ror__", "__rxor__", "__invert__", "__lshift__", "__rshift__", "__matmul__",
     "__rmatmul__", "__divmod__", "__rdivmod__", "__complex__", "__trunc__", "__floor__",
@@ -113,7 +113,7 @@ _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 # through the guards like any other object's).
 _TYPE_EXPRESSIONS = (types.GenericAlias, types.UnionType)
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
-_BASE_ITER = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
+_BASE_ITER: dict[type, Callable[[Any], Any]] = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
               frozenset: frozenset.__iter__, dict: dict.__iter__}
 _INTROSPECTION_TYPES = (types.FrameType, types.CodeType, types.TracebackType)
 _FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -376,8 +376,8 @@ class Guards:
             # list holding a refused object must not be handed out whole.
             if depth < MAX_SCAN_DEPTH:
                 # The base type's own iteration: a subclass's __iter__ is user code.
-                items = dict.values(value) if isinstance(value, dict) else \
-                    _BASE_ITER[next(t for t in _CONTAINER_TYPES if isinstance(value, t))](value)
+                base_iter = _BASE_ITER[next(t for t in _CONTAINER_TYPES if isinstance(value, t))]
+                items = dict.values(value) if isinstance(value, dict) else base_iter(value)
                 for item in items:
                     if type(item) not in _PLAIN_TYPES:
                         self.check_value(item, f"an item of {where}", depth + 1, refuse=refuse)
@@ -609,9 +609,10 @@ class _GuardedFormatter(string.Formatter):
 
 
 def _formatter_field_name_split(field_name: str) -> tuple[Any, Any]:
-    import _string  # the parser str.format itself uses
+    import _string  # type: ignore[import-not-found]  # the parser str.format itself uses
 
-    return _string.formatter_field_name_split(field_name)
+    first, rest = _string.formatter_field_name_split(field_name)
+    return first, rest
 
 
 def inplacevar(op: str, target: Any, value: Any) -> Any:
@@ -674,7 +675,8 @@ class SandboxTransformer(RestrictingNodeTransformer):
                 isinstance(new, ast.Call) and isinstance(new.func, ast.Name)
                 and new.func.id == "_apply_"):  # guards.apply checks its result itself
             return new
-        wrapped = ast.Call(func=ast.Name("_result_", ast.Load()), args=[new], keywords=[])
+        wrapped = ast.Call(func=ast.Name("_result_", ast.Load()), args=[cast(ast.expr, new)],
+                           keywords=[])
         copy_locations(wrapped, node)
         copy_locations(wrapped.func, node)
         return wrapped
@@ -774,9 +776,8 @@ def _bound_names(tree: ast.AST) -> frozenset[str]:
             names.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        elif (isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar))
+              and node.name):
             names.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
@@ -864,9 +865,10 @@ def _guarded_type(*args: Any) -> type:
             # The type of a class is a metaclass (`type` itself, EnumType, ...): calling it
             # makes classes outside the class statement and its checks.
             deny("type() of a class (a metaclass) is not available in the restricted backend")
-        return kind
-    return deny("type() with three arguments (creating classes dynamically) is not allowed; "
-                "use a class statement")
+        return type(args[0])
+    deny("type() with three arguments (creating classes dynamically) is not allowed; use a "
+         "class statement")
+    raise AssertionError("unreachable: deny raises")
 
 
 _GUARD_NAMES = frozenset({"__builtins__", "__metaclass__"})

@@ -68,7 +68,7 @@ class Ruleset:
     def apply(self) -> bool:
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
-        return _libc.syscall(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) == 0
+        return bool(_libc.syscall(_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) == 0)
 
     def close(self) -> None:
         os.close(self.fd)

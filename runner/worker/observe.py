@@ -13,6 +13,7 @@ report, then a loop) is therefore a timeout, not the forged result. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -70,10 +71,9 @@ class Observation:
 
 
 def kill_group(pid: int) -> None:
-    try:
+    # Gone already (or the id was reused by something that is not ours): nothing to do.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # gone already (or the id was reused by something that is not ours)
 
 
 def oom_kills() -> int | None:
@@ -162,10 +162,8 @@ class ChildPipes:
 
 def _close(fd: int) -> None:
     if fd >= 0:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
 
 
 def open_pidfd(pid: int) -> int | None:
@@ -189,10 +187,9 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     if not one_shot:
         child.seq = (child.seq or 0) + 1
         request = {**request, wire.SEQ: child.seq}
-    try:
+    # A child that died before its request is judged like any crash below.
+    with contextlib.suppress(OSError):
         write_message(child.request, request)
-    except (BrokenPipeError, OSError):
-        pass  # the child died before its request: judged like any crash below
     if one_shot:
         _close(child.request)
         child.request = -1
@@ -227,9 +224,8 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                 else:
                     settle_from = settle_from or now
         waiting = list(open_fds)
-        if not seen.exited:
-            if child.pidfd is not None:
-                waiting.append(child.pidfd)
+        if not seen.exited and child.pidfd is not None:
+            waiting.append(child.pidfd)
         if seen.exited:
             timeout = (drain_until or now) - now
         else:
@@ -301,9 +297,7 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
                 message = frame.get("message")
                 seen.denial = message if isinstance(message, str) else "refused"
         elif kind == wire.REPORT and isinstance(frame.get("outcome"), dict):
-            if child.seq is None:
-                seen.outcome = frame["outcome"]
-            elif frame.get("seq") == child.seq and seen.outcome is None:
+            if child.seq is None or (frame.get("seq") == child.seq and seen.outcome is None):
                 seen.outcome = frame["outcome"]
         else:
             seen.malformed = "the child sent a frame that is neither a report nor a refusal"

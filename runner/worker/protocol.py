@@ -79,7 +79,7 @@ class FrameReader:
         if len(self._buffer) < HEADER.size:
             return HEADER.size - len(self._buffer)
         (size,) = HEADER.unpack_from(self._buffer)
-        return max(1, HEADER.size + size - len(self._buffer))
+        return max(1, HEADER.size + int(size) - len(self._buffer))
 
     def next(self) -> dict[str, Any] | None:
         """The next complete message, or None until more bytes arrive."""

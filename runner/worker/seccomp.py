@@ -154,8 +154,8 @@ class Filter:
         fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
-        return _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog),
-                           0, 0) == 0
+        return bool(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog),
+                                0, 0) == 0)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

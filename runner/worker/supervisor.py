@@ -13,6 +13,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -203,10 +204,8 @@ def _discard(child: ChildPipes) -> None:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def _could_not_start() -> dict[str, Any]:

@@ -23,7 +23,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from RestrictedPython import compile_restricted_eval
+from RestrictedPython.compile import compile_restricted_eval
 
 from . import audit
 from .guards import Guards, SandboxTransformer, compile_user_code, deny, make_globals
@@ -124,7 +124,7 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
         elif not isinstance(code, types.CodeType) or id(code) not in compiled_here:
             raise TypeError("eval_expr expects source text")
         namespace = sanitizer.executable(global_dict if isinstance(global_dict, dict) else {})
-        return eval(code, namespace, local_dict)  # noqa: S307 - restricted code, guarded globals
+        return eval(code, namespace, local_dict)
 
     compiled_here: set[int] = set()
 

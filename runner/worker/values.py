@@ -75,12 +75,13 @@ def _convert(value: Any, depth: int, state: dict[str, bool]) -> Any:
     if isinstance(value, dict):
         return _convert(dict(dict.items(value)), depth, state)
     if isinstance(value, (set, frozenset)):
-        base = set.__iter__ if isinstance(value, set) else frozenset.__iter__
-        items = [_convert(item, depth + 1, state) for item in _bounded(list(base(value)))]
+        members = list(set.__iter__(value)) if isinstance(value, set) else \
+            list(frozenset.__iter__(value))
+        converted = [_convert(item, depth + 1, state) for item in _bounded(members)]
         try:
-            return sorted(items)
+            return sorted(converted)
         except TypeError:
-            return items
+            return converted
     if isinstance(value, Fraction):
         return value.numerator if value.denominator == 1 else _float(float(value), state)
     if isinstance(value, Decimal):
