@@ -108,7 +108,8 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
 
 @click.command("runs")
 @click.option("--status", type=click.Choice(["running", "answered", "gave_up", "max_turns",
-                                              "budget", "llm_error"]), help="Only this status.")
+                                              "budget", "llm_error", "terminated"]),
+              help="Only this status.")
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")

@@ -3,6 +3,10 @@
 It speaks `POST /v1/chat/completions` and `GET /v1/models`, replays the replies a test
 queued (assistant messages, HTTP errors, slow answers) in order, and records every request
 body it received, so a test can check exactly what the orchestrator sent.
+
+For conversations that run concurrently (an evaluation), where the order of requests is
+not fixed, a `responder` can answer instead of the queue: a function of the request body
+that returns the reply's content (a string) or `{"content", "tool_calls", "delay_s"}`.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 
 
 @dataclass
@@ -28,14 +35,16 @@ class FakeOpenAI:
     """Use as a context manager; `url` is the base URL to give the client."""
 
     def __init__(self, *, model: str = "fake-model", models: list[str] | None = None,
-                 reject_tools: str | None = None) -> None:
+                 reject_tools: str | None = None, responder: Responder | None = None) -> None:
         self.model = model
+        self.responder = responder
         self.models = models if models is not None else [model]
         self.reject_tools = reject_tools  # an error message for requests that carry `tools`
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # lower-case names
         self._script: deque[_Reply] = deque()
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()  # reply ids, numbered by concurrent handlers too
         self._count = 0
         fake = self
 
@@ -70,13 +79,21 @@ class FakeOpenAI:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 body = json.loads(raw or b"{}")
+                refused = fake.reject_tools is not None and bool(body.get("tools"))
                 with fake._lock:
                     fake.requests.append(body)
                     fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    reply = fake._script.popleft() if fake._script else None
-                if fake.reject_tools is not None and body.get("tools"):
+                    # A refused request uses up no reply: the script is for real answers.
+                    reply = fake._script.popleft() if fake._script and not refused else None
+                if refused:
                     self._send(400, {"error": {"message": fake.reject_tools, "type": "invalid_request_error"}})
                     return
+                if reply is None and fake.responder is not None:
+                    answer = fake.responder(body)
+                    if isinstance(answer, str):
+                        answer = {"content": answer}
+                    reply = fake._message(answer.get("content"), tool_calls=answer.get("tool_calls"),
+                                          delay_s=float(answer.get("delay_s") or 0))
                 if reply is None:
                     self._send(400, {"error": {"message": "the test script has no more replies"}})
                     return
@@ -100,7 +117,13 @@ class FakeOpenAI:
     def reply(self, content: str | None = "", *, tool_calls: list[dict[str, Any]] | None = None,
               prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> FakeOpenAI:
         """Queue an assistant message."""
-        with self._lock:
+        self._script.append(self._message(content, tool_calls=tool_calls, prompt_tokens=prompt_tokens,
+                                          completion_tokens=completion_tokens, delay_s=delay_s))
+        return self
+
+    def _message(self, content: str | None, *, tool_calls: list[dict[str, Any]] | None = None,
+                 prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0) -> _Reply:
+        with self._count_lock:
             self._count += 1
             number = self._count
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -112,8 +135,7 @@ class FakeOpenAI:
                              "finish_reason": "tool_calls" if tool_calls else "stop"}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
-        self._script.append(_Reply(body=body, delay_s=delay_s))
-        return self
+        return _Reply(body=body, delay_s=delay_s)
 
     def replies(self, *contents: str) -> FakeOpenAI:
         for content in contents:

@@ -4,7 +4,10 @@
 says how it ended:
 
 - `answered`: the model gave a final answer (never one it wrote after an action in the
-  same reply, before seeing the action's result);
+  same reply, before seeing the action's result), or, for a protocol whose program's
+  output is the answer, its code printed one;
+- `terminated`: the model ended the conversation without an answer (a protocol's stop
+  word, such as MathChat's TERMINATE);
 - `gave_up`: the orchestrator stopped because the model repeated a call (or code block,
   or malformed reply) that had already failed: it would fail again;
 - `max_turns`: `max_turns` replies were used without an answer;
@@ -14,7 +17,11 @@ says how it ended:
   calls ends here with code TOOLS_UNSUPPORTED and a fix suggesting `--protocol json`.
 
 A function that fails `max_consecutive_failures` times in a row is disabled: the model is
-told, and later calls of it are refused (DENIED) without running. Every turn is logged as
+told, and later calls of it are refused (DENIED) without running. For protocols that ask
+for it (`reason_after_failures`), that many failing code blocks in a row (an error, a
+kill, or no output where output is required) earn CODE_KEEPS_FAILING: solve the step by
+reasoning. A server that refuses native tool calls, under a protocol for which they are
+optional, is asked again without them for the rest of the run. Every turn is logged as
 soon as it is over (see `runner.logs.agent`); a failing log write costs a warning, never
 the run.
 """
@@ -29,15 +36,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, LLMError
+from ..errors import ConfigurationError, LLMError, ToolsNotSupportedError
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs.agent import AgentLog, AgentRun, AgentStatus, AgentTurn
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
-from ..types import Limits, Status
+from ..types import ExecutionResult, Limits, Status
 from . import feedback
-from .actions import AnswerAction, CallAction, CodeAction, ParsedReply
+from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopAction
 from .execution import ActionRunner
 from .feedback import Observation
 from .llm import ChatModel, ChatReply, Message
@@ -123,6 +130,7 @@ class _Conversation:
         self.failed_calls: set[str] = set()
         self.failed_replies: set[str] = set()
         self.failed_code: set[str] = set()  # cleared by a block that works: state has changed
+        self.failing_blocks = 0  # code blocks in a row that failed (or printed nothing)
         self.budget_announced = False
         system = agent.system_prompt or self.protocol.system_prompt(self.functions)
         self.messages: list[Message] = [{"role": "system", "content": system},
@@ -169,7 +177,7 @@ class _Conversation:
         sent = copy.deepcopy(self.messages)
         started = datetime.now(timezone.utc)
         try:
-            reply = self.agent.llm.complete(sent, tools=self.tools)
+            reply = self._complete(sent)
         except LLMError as exc:
             error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
             self._record(AgentTurn(number=number, started_at=started, messages_sent=sent, error=error))
@@ -180,8 +188,12 @@ class _Conversation:
         step.notes += parsed.notes
         stop = self._reply_problems(reply, parsed, step)
         answer = parsed.answer
+        if stop is None and parsed.stop:
+            stop = AgentStatus.TERMINATED, "the model ended the conversation without an answer"
         if stop is None and answer is None:
             stop = self._carry_out(parsed, step)
+            if stop is None:
+                answer = self.protocol.answer_from_output(step.results)
         if stop is None and answer is None and self.runner.exhausted and not self.budget_announced:
             self.budget_announced = True
             step.notes.append("the sandbox time budget of this conversation is used up: nothing more "
@@ -204,6 +216,21 @@ class _Conversation:
         if stop is not None:
             return stop[0], None, stop[1], None
         return None
+
+    def _complete(self, sent: list[Message]) -> ChatReply:
+        """The model's reply; without native tools from now on if the server refuses them
+        and the protocol can do without."""
+        try:
+            return self.agent.llm.complete(sent, tools=self.tools)
+        except ToolsNotSupportedError as exc:
+            if not self.tools or not self.protocol.tools_optional:
+                raise
+            log.info("run %s: the server refuses native tool calls (%s); going on without them",
+                     self.run_record.id, exc.message)
+            self.tools = None
+            self.run_record = self.run_record.model_copy(update={"settings": {
+                **self.run_record.settings, "native_tools": f"refused by the server: {exc.message}"}})
+            return self.agent.llm.complete(sent, tools=None)
 
     # -- one reply ------------------------------------------------------------------------------
 
@@ -230,6 +257,8 @@ class _Conversation:
                 step.notes.append("the final answer in this reply was ignored, because it came with "
                                   "actions whose results you had not seen")
                 continue
+            if isinstance(action, StopAction):
+                continue  # parse keeps a stop word only in a reply with nothing else
             if isinstance(action, CallAction):
                 stop = self._call(action, meta, step)
             else:
@@ -289,9 +318,12 @@ class _Conversation:
                 step.notes.append(f"the functions could not be defined in the session ({message}); "
                                   "calling them will fail")
         step.execution_ids.append(result.id)
-        step.observations.append(feedback.observe(
+        step.results.append(result)
+        observation = feedback.observe(
             result, label=label, template=self.template, kind="code",
-            max_chars=self.agent.max_feedback_chars))
+            max_chars=self.agent.max_feedback_chars, require_output=self.protocol.require_output)
+        step.observations.append(observation)
+        self._count_failing_block(observation, step)
         if result.status is Status.OK:
             self.failed_code.clear()
             return None
@@ -300,6 +332,22 @@ class _Conversation:
             step.notes.append("the session's process was stopped, so the next block starts in a "
                               "fresh one: variables and imports from earlier blocks are gone")
         return None
+
+    def _count_failing_block(self, observation: Observation, step: _Step) -> None:
+        """After `reason_after_failures` failing blocks in a row, CODE_KEEPS_FAILING."""
+        limit = self.protocol.reason_after_failures
+        if limit is None:
+            return
+        if observation.ok:
+            self.failing_blocks = 0
+            return
+        self.failing_blocks += 1
+        if self.failing_blocks >= limit:
+            item = feedback.code_keeps_failing(self.failing_blocks)
+            step.observations.append(Observation(
+                text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
+                problems=(item,)))
+            self.failing_blocks = 0
 
     # -- logging -------------------------------------------------------------------------------
 
@@ -326,6 +374,7 @@ class _Step:
         self.observations: list[Observation] = []
         self.notes: list[str] = []
         self.execution_ids: list[str] = []
+        self.results: list[ExecutionResult] = []  # of the code blocks, in order
 
 
 def _key(*parts: Any) -> str:

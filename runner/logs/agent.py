@@ -40,6 +40,7 @@ class AgentStatus(StrEnum):
     MAX_TURNS = "max_turns"
     BUDGET = "budget"
     LLM_ERROR = "llm_error"
+    TERMINATED = "terminated"  # the model ended the conversation without an answer
 
 
 class AgentTurn(BaseModel):
