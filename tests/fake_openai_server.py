@@ -6,7 +6,8 @@ body it received, so a test can check exactly what the orchestrator sent.
 
 For conversations that run concurrently (an evaluation), where the order of requests is
 not fixed, a `responder` can answer instead of the queue: a function of the request body
-that returns the reply's content (a string) or `{"content", "tool_calls", "delay_s"}`.
+that returns the reply's content (a string), `{"content", "tool_calls", "delay_s"}`, or
+`{"status": 503, "message": ...}` for an HTTP error.
 """
 
 from __future__ import annotations
@@ -92,8 +93,12 @@ class FakeOpenAI:
                     answer = fake.responder(body)
                     if isinstance(answer, str):
                         answer = {"content": answer}
-                    reply = fake._message(answer.get("content"), tool_calls=answer.get("tool_calls"),
-                                          delay_s=float(answer.get("delay_s") or 0))
+                    if answer.get("status", 200) != 200:  # an HTTP error instead of a reply
+                        reply = _Reply(status=int(answer["status"]), body={"error": {
+                            "message": str(answer.get("message") or "error"), "type": "server_error"}})
+                    else:
+                        reply = fake._message(answer.get("content"), tool_calls=answer.get("tool_calls"),
+                                              delay_s=float(answer.get("delay_s") or 0))
                 if reply is None:
                     self._send(400, {"error": {"message": "the test script has no more replies"}})
                     return
