@@ -409,7 +409,7 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
 
     An interrupted evaluation (error, Ctrl-C, even a killed process) continues with
     `runner math eval --resume EVAL_ID`: done problems are never run or counted again."""
-    from .math.evaluate import evaluate, resume_evaluation
+    from .math.evaluation import evaluate, resume_evaluation
     from .types import Limits
 
     progress = _ProgressBar()
@@ -494,7 +494,7 @@ def evals_command(count: int, as_json: bool) -> None:
               help="Also write a PNG bar chart of accuracy by type and level.")
 def report_command(evaluation_id: str, output_format: str, chart_path: str | None) -> None:
     """The report of an evaluation (finished or not): settings, accuracy by type and level."""
-    from .math.evaluate import evaluation_report
+    from .math.evaluation import evaluation_report
     from .math.report import render_markdown, render_text, write_chart
 
     report = evaluation_report(evaluation_id)

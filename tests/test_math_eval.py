@@ -29,7 +29,7 @@ from runner.logs.evaluations import EvaluationLog
 from runner.logs.store import LogStore
 from runner.math import load_jsonl
 from runner.math.datasets import DatasetLineError, UnknownFilterError
-from runner.math.evaluate import evaluate, evaluation_report, resume_evaluation
+from runner.math.evaluation import evaluate, evaluation_report, resume_evaluation
 from runner.math.report import render_markdown, write_chart
 
 DATA = Path(__file__).parent / "data"

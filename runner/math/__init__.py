@@ -13,7 +13,7 @@
     report = evaluate("math500", model="m", limit=50, concurrency=4)
 
 `Checker` owns the worker processes behind the symbolic step; the module-level functions
-share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluate` (loaded
+share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation` (loaded
 on first use, since they stand on the agent, which itself reads answers with this
 package). Rules and limits: `runner.math.checker`; normalisation: `runner.math.normalize`;
 extraction: `runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
@@ -46,7 +46,7 @@ from .extract import extract_answer
 from .pool import CheckerUnavailableError
 
 if TYPE_CHECKING:
-    from .evaluate import (
+    from .evaluation import (
         EvaluationError,
         evaluate,
         evaluation_report,
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {"solve": "mathchat", "Solution": "mathchat", "METHODS": "mathchat",
-         "evaluate": "evaluate", "resume_evaluation": "evaluate",
-         "evaluation_report": "evaluate", "EvaluationError": "evaluate",
+         "evaluate": "evaluation", "resume_evaluation": "evaluation",
+         "evaluation_report": "evaluation", "EvaluationError": "evaluation",
          "EvaluationReport": "report"}
 
 
