@@ -304,13 +304,13 @@ def test_cli_errors_say_how_to_fix_them(tmp_path):
     home = tmp_path / "home"
     dead = cli(["math", "eval", "--dataset", str(SAMPLE), "--base-url", "http://127.0.0.1:9/v1",
                 "--model", "m", "--retries", "0"], home)
-    out, err = dead.communicate(timeout=120)
+    _, err = dead.communicate(timeout=120)
     assert dead.returncode == 1 and "Traceback" not in err
     assert "error [LLM_UNAVAILABLE]: cannot reach the model server" in err and "fix:" in err
     unknown = cli(["math", "eval", "--dataset", str(SAMPLE), "--level", "9", "--model", "m",
                    "--base-url", "http://127.0.0.1:9/v1"], home)
-    out, err = unknown.communicate(timeout=120)
+    _, err = unknown.communicate(timeout=120)
     assert unknown.returncode == 1 and "has no level '9'; it has: 1, 2, 3, 4, 5" in err
     mixed = cli(["math", "eval", "--resume", "01ABC", "--dataset", "math"], home)
-    out, err = mixed.communicate(timeout=120)
+    _, err = mixed.communicate(timeout=120)
     assert mixed.returncode == 2 and "keeps its own settings; leave out --dataset" in err

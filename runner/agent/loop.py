@@ -32,7 +32,7 @@ import copy
 import json
 import logging
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,7 @@ class _Conversation:
                 status, reason = AgentStatus.RUNNING, "interrupted: the orchestrator stopped mid-run"
             run = self.run_record.model_copy(update={
                 "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
-                "finished_at": datetime.now(timezone.utc), "sandbox_ms": self.runner.used_ms,
+                "finished_at": datetime.now(UTC), "sandbox_ms": self.runner.used_ms,
                 "turns": list(self.turns)})
             self._write(lambda log: log.finish(run))
         return run
@@ -175,7 +175,7 @@ class _Conversation:
     def _turn(self, number: int) -> tuple[AgentStatus, str | None, str | None, dict[str, Any] | None] | None:
         """One request and what follows; how the run ends, or None to go on."""
         sent = copy.deepcopy(self.messages)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         try:
             reply = self._complete(sent)
         except LLMError as exc:

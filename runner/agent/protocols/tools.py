@@ -52,8 +52,8 @@ class ToolsProtocol(ReplyProtocol):
             written = _written_call(reply.content, functions)
             if written is not None:
                 return ParsedReply(actions=(written,), notes=(
-                    f"you wrote the call to {written.function} as text; it ran, but call functions "
-                    "through the tool-calling interface",))
+                    (f"you wrote the call to {written.function} as text; it ran, but call "
+                     "functions through the tool-calling interface"),))
             answer = reply.content.strip()
             if answer:
                 return ParsedReply(actions=(AnswerAction(answer=answer),))
