@@ -287,11 +287,11 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
     else:
         if solution.answer is not None:
             click.echo(clean_text(solution.answer))
-        if solution.error:
+        if solution.error:  # the server's own words are in the message: cleaned
             click.echo(f"runner: error [{solution.error.get('code')}]: "
-                       f"{solution.error.get('message')}", err=True)
+                       f"{clean_text(str(solution.error.get('message')))}", err=True)
             if solution.error.get("fix"):
-                click.echo(f"runner: fix: {solution.error.get('fix')}", err=True)
+                click.echo(f"runner: fix: {clean_text(str(solution.error.get('fix')))}", err=True)
         notes = [f"status {solution.status}", f"{solution.turns} turns",
                  f"{solution.code_blocks} code blocks"]
         if solution.verdict is not None:
