@@ -72,7 +72,7 @@ _STATUS_ROLES = {
     "error": "error", "crashed": "error", "llm_error": "error", "install_failed": "error",
     "different_status": "error",
     "timeout": "warning", "memory_limit": "warning", "budget": "warning", "max_turns": "warning",
-    "gave_up": "warning", "interrupted": "warning", "running": "warning",
+    "gave_up": "warning", "interrupted": "warning", "running": "warning", "terminated": "warning",
     "different_output": "warning",
     "denied": "denied", "invalid_args": "denied",
 }

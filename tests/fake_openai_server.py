@@ -3,6 +3,11 @@
 It speaks `POST /v1/chat/completions` and `GET /v1/models`, replays the replies a test
 queued (assistant messages, HTTP errors, slow answers) in order, and records every request
 body it received, so a test can check exactly what the orchestrator sent.
+
+For conversations that run concurrently (an evaluation), where the order of requests is
+not fixed, a `responder` can answer instead of the queue: a function of the request body
+that returns the reply's content (a string), `{"content", "tool_calls", "delay_s"}`, or
+`{"status": 503, "message": ...}` for an HTTP error.
 """
 
 from __future__ import annotations
@@ -11,9 +16,12 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
 
 
 @dataclass
@@ -30,9 +38,10 @@ class FakeOpenAI:
     """Use as a context manager; `url` is the base URL to give the client."""
 
     def __init__(self, *, model: str = "fake-model", models: list[str] | None = None,
-                 reject_tools: str | None = None, models_page: tuple[int, str, bytes] | None = None
-                 ) -> None:
+                 reject_tools: str | None = None, models_page: tuple[int, str, bytes] | None = None,
+                 responder: Responder | None = None) -> None:
         self.model = model
+        self.responder = responder
         self.models = models if models is not None else [model]
         # (status, content type, body) answered to GET /models instead of the list
         self.models_page = models_page
@@ -41,6 +50,7 @@ class FakeOpenAI:
         self.headers: list[dict[str, str]] = []  # lower-case names
         self._script: deque[_Reply] = deque()
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()  # reply ids, numbered by concurrent handlers too
         self._count = 0
         fake = self
 
@@ -79,13 +89,25 @@ class FakeOpenAI:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 body = json.loads(raw or b"{}")
+                refused = fake.reject_tools is not None and bool(body.get("tools"))
                 with fake._lock:
                     fake.requests.append(body)
                     fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    reply = fake._script.popleft() if fake._script else None
-                if fake.reject_tools is not None and body.get("tools"):
+                    # A refused request uses up no reply: the script is for real answers.
+                    reply = fake._script.popleft() if fake._script and not refused else None
+                if refused:
                     self._send(400, {"error": {"message": fake.reject_tools, "type": "invalid_request_error"}})
                     return
+                if reply is None and fake.responder is not None:
+                    answer = fake.responder(body)
+                    if isinstance(answer, str):
+                        answer = {"content": answer}
+                    if answer.get("status", 200) != 200:  # an HTTP error instead of a reply
+                        reply = _Reply(status=int(answer["status"]), body={"error": {
+                            "message": str(answer.get("message") or "error"), "type": "server_error"}})
+                    else:
+                        reply = fake._message(answer.get("content"), tool_calls=answer.get("tool_calls"),
+                                              delay_s=float(answer.get("delay_s") or 0))
                 if reply is None:
                     self._send(400, {"error": {"message": "the test script has no more replies"}})
                     return
@@ -111,7 +133,15 @@ class FakeOpenAI:
               prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0,
               finish_reason: str | None = None) -> FakeOpenAI:
         """Queue an assistant message (`finish_reason` "length" for one cut at max_tokens)."""
-        with self._lock:
+        self._script.append(self._message(content, tool_calls=tool_calls, prompt_tokens=prompt_tokens,
+                                          completion_tokens=completion_tokens, delay_s=delay_s,
+                                          finish_reason=finish_reason))
+        return self
+
+    def _message(self, content: str | None, *, tool_calls: list[dict[str, Any]] | None = None,
+                 prompt_tokens: int = 11, completion_tokens: int = 7, delay_s: float = 0.0,
+                 finish_reason: str | None = None) -> _Reply:
+        with self._count_lock:
             self._count += 1
             number = self._count
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -123,8 +153,7 @@ class FakeOpenAI:
                              "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
-        self._script.append(_Reply(body=body, delay_s=delay_s))
-        return self
+        return _Reply(body=body, delay_s=delay_s)
 
     def raw(self, body: bytes, content_type: str, *, status: int = 200) -> FakeOpenAI:
         """Queue a reply that is not a chat completion (an HTML page, a binary body)."""

@@ -196,3 +196,63 @@ def test_a_malformed_reply_from_a_real_model_is_answered_with_feedback(llama_ser
     assert run.status in (AgentStatus.ANSWERED, AgentStatus.GAVE_UP, AgentStatus.MAX_TURNS)
     if len(run.turns) == 2:
         assert run.turns[1].messages_sent[-1]["content"] == first.feedback_text
+
+
+# -- math: solving and evaluating with the real model ------------------------------------------
+
+SAMPLE = Path(__file__).parent / "data" / "math_sample.jsonl"
+MATH_ENDINGS = {"answered", "gave_up", "max_turns", "terminated"}
+
+
+def test_runner_math_solve_shows_the_conversation_and_logs_it(llama_server, home):
+    proc = cli(["math", "solve", "What is 6 times 7?", "--gold", "42", "--max-turns", "3",
+                "--max-tokens", "200", "--temperature", "0", "--base-url", llama_server], home)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "── turn 1" in proc.stderr and "[model]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    run_id = proc.stderr.rsplit("(runner logs show ", 1)[1].split(")", 1)[0]
+    logged = json.loads(cli(["logs", "show", run_id, "--json"], home).stdout)
+    assert logged["protocol"] == "code" and logged["status"] in MATH_ENDINGS
+    assert 1 <= len(logged["turns"]) <= 3
+    assert logged["turns"][0]["messages_sent"][1]["content"] == "Problem: What is 6 times 7?"
+    assert "\\boxed{}" in logged["turns"][0]["messages_sent"][0]["content"]
+    print(f"\nmath solve: {logged['status']} in {len(logged['turns'])} turns, "
+          f"answer {logged['final_answer']!r}")
+
+
+def test_runner_math_eval_of_a_few_sample_problems(llama_server, home, tmp_path):
+    proc = cli(["math", "eval", "--dataset", str(SAMPLE), "--limit", "3", "--concurrency", "2",
+                "--max-turns", "3", "--max-tokens", "200", "--temperature", "0",
+                "--base-url", llama_server, "--json"], home)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["status"] == "finished" and data["total"] == 3 and data["pending"] == 0
+    assert 0 <= data["correct"] <= 3 and data["accuracy"] == data["correct"] / 3
+    assert sum(t["total"] for t in data["by_type"].values()) == 3
+    assert sum(t["total"] for t in data["by_level"].values()) == 3
+    assert set(data["run_statuses"]) <= MATH_ENDINGS and data["settings"]["llm"]["temperature"] == 0
+    assert data["checker_version"].startswith("runner-math/") and data["model"]
+    listed = json.loads(cli(["math", "evals", "--json"], home).stdout)
+    assert listed[0]["id"] == data["id"] and listed[0]["done"] == 3
+    report = cli(["math", "report", data["id"], "--format", "json"], home)
+    assert json.loads(report.stdout) == data
+    chart = tmp_path / "accuracy.png"
+    markdown = cli(["math", "report", data["id"], "--chart", str(chart)], home)
+    assert markdown.returncode == 0 and f"# Evaluation {data['id']}" in markdown.stdout
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    # every problem's conversation is in the log, with its executions
+    import sqlite3
+
+    with sqlite3.connect(home / "runner.db") as conn:
+        rows = conn.execute("SELECT agent_run_id, answer, correct, verdict_json FROM "
+                            "evaluation_items WHERE evaluation_id = ?", (data["id"],)).fetchall()
+    assert len(rows) == 3
+    for run_id, answer, correct, verdict in rows:
+        logged = json.loads(cli(["logs", "show", run_id, "--json"], home).stdout)
+        assert logged["status"] in MATH_ENDINGS and 1 <= len(logged["turns"]) <= 3
+        assert logged["final_answer"] == answer
+        assert json.loads(verdict)["equal"] == bool(correct)
+        for execution_id in [i for t in logged["turns"] for i in t["execution_ids"]]:
+            record = json.loads(cli(["logs", "show", execution_id, "--json"], home).stdout)
+            assert record["meta"]["agent_run"] == run_id
+    print(f"\nmath eval: {data['correct']}/3 correct; endings {data['run_statuses']}")

@@ -148,3 +148,26 @@ def test_disabled_function_is_denied():
     item = feedback.disabled_function("calculate", 3, template=TEMPLATE)
     assert item.code is ErrorCode.DENIED
     assert "failed 3 times in a row" in feedback.render(item)
+
+
+def test_a_silent_block_is_no_output_only_where_output_is_required():
+    silent = result(Status.OK, stdout="  \n")
+    plain = feedback.observe(silent, label="The block", kind="code", template=TEMPLATE)
+    assert plain.ok and plain.codes == [] and "printed nothing" in plain.text
+    required = feedback.observe(silent, label="The block", kind="code", template=TEMPLATE,
+                                require_output=True)
+    assert not required.ok and required.codes == ["NO_OUTPUT"]
+    assert required.text.startswith("[NO_OUTPUT] The block ran but printed nothing")
+    assert "print(x)" in required.text and TEMPLATE in required.text
+    spoke = feedback.observe(result(Status.OK, stdout="4\n"), label="The block", kind="code",
+                             require_output=True)
+    assert spoke.ok and spoke.codes == []
+    called = feedback.observe(result(Status.OK, return_value=None), label="f()", kind="call",
+                              require_output=True)
+    assert called.ok  # a function call's result is its return value, printed or not
+
+
+def test_code_keeps_failing_says_to_reason_instead():
+    text = feedback.render(feedback.code_keeps_failing(3))
+    assert text.startswith("[CODE_KEEPS_FAILING] your last 3 code blocks in a row failed")
+    assert "Solve this step by reasoning instead of code" in text

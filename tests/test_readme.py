@@ -93,6 +93,11 @@ def test_a_readme_example_runs_as_printed(number, tmp_path, monkeypatch):
     if PRINTED_URL not in source:
         run(source)
         return
+    if "runner.math" in source:  # a model that answers every problem with 42
+        with FakeOpenAI(model="m", responder=lambda body: "So it is $\\boxed{42}$.") as server:
+            run(source.replace(PRINTED_URL, server.url))
+            assert len(server.requests) >= 5  # solve, then one conversation per problem
+        return
     with FakeOpenAI(model="m") as server:
         server.replies(
             json.dumps({"thought": "17% first", "action": {"function": "percent_of",

@@ -1,7 +1,7 @@
 """What a model's reply asks for, once a protocol has parsed it.
 
 A reply becomes a `ParsedReply`: the actions to carry out in order (call a function, run a
-code block, or give the final answer), the problems that made (part of) it unusable, and
+code block, give the final answer, or end the conversation without one), the problems that made (part of) it unusable, and
 notes for the model about what was ignored. These are plain frozen data: the loop runs
 them, the feedback module words them, and the log stores them as JSON.
 """
@@ -42,7 +42,15 @@ class AnswerAction(_Frozen):
     answer: str
 
 
-Action = Annotated[CallAction | CodeAction | AnswerAction, Field(discriminator="kind")]
+class StopAction(_Frozen):
+    """The model ended the conversation without an answer (MathChat's TERMINATE): the run
+    ends `terminated`."""
+
+    kind: Literal["stop"] = "stop"
+    word: str
+
+
+Action = Annotated[CallAction | CodeAction | AnswerAction | StopAction, Field(discriminator="kind")]
 
 
 class ReplyProblem(_Frozen):
@@ -66,3 +74,9 @@ class ParsedReply(_Frozen):
         if len(self.actions) == 1 and isinstance(self.actions[0], AnswerAction) and not self.problems:
             return self.actions[0].answer
         return None
+
+    @property
+    def stop(self) -> bool:
+        """Whether the reply ends the conversation without an answer (nothing else in it)."""
+        return len(self.actions) == 1 and isinstance(self.actions[0], StopAction) \
+            and not self.problems

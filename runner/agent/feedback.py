@@ -38,6 +38,10 @@ class ErrorCode(StrEnum):
     PACKAGE_UNAVAILABLE = "PACKAGE_UNAVAILABLE"
     DENIED = "DENIED"
     TRUNCATED_REPLY = "TRUNCATED_REPLY"
+    # A code block that ran but printed nothing, where output is required (MathChat).
+    NO_OUTPUT = "NO_OUTPUT"
+    # Several code blocks in a row failed: solve the step by reasoning instead.
+    CODE_KEEPS_FAILING = "CODE_KEEPS_FAILING"
 
 
 class Feedback(BaseModel):
@@ -195,16 +199,19 @@ def disabled_notice(name: str, failures: int) -> str:
 
 def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: str = "",
             kind: str = "call", max_chars: int = DEFAULT_MAX_CHARS,
-            call_id: str | None = None) -> Observation:
+            call_id: str | None = None, require_output: bool = False) -> Observation:
     """The text for the model after `result` (of the call or block called `label`).
 
     `spec` is the called function (for its description and schema in reminders); `kind`
-    is "call" or "code"; `template` is the protocol's reply template.
+    is "call" or "code"; `template` is the protocol's reply template. With
+    `require_output`, a code block that ran but printed nothing is a NO_OUTPUT problem.
     """
     problems: list[Feedback] = []
     problem = problem_for_result(result, label=label, spec=spec, template=template, kind=kind)
     where = f"the log (execution {result.id})"
     output = _output(result)
+    if problem is None and require_output and kind == "code" and not output.strip():
+        problem = no_output(label, template=template, execution_id=result.id)
     if problem is None:
         body, cut = _success_text(result, label=label, kind=kind, output=output, max_chars=max_chars,
                                   where=where)
@@ -218,8 +225,27 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
         truncated = _truncated(result, sandbox_cut=sandbox_cut, display_cut=cut)
         problems.append(truncated)
         text += "\n" + render(truncated, max_chars=max_chars)
-    return Observation(text=text, ok=result.status is Status.OK, problems=tuple(problems),
+    return Observation(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
                        execution_id=result.id, call_id=call_id)
+
+
+def no_output(label: str, *, template: str, execution_id: str | None = None) -> Feedback:
+    return Feedback(code=ErrorCode.NO_OUTPUT,
+                    message=f"{label} ran but printed nothing, so there is no result to read",
+                    reminder="print() every value you want to see, e.g. print(x); state from "
+                             f"this block is kept, so print what you need without redoing it. "
+                             f"{template}".rstrip(),
+                    execution_id=execution_id)
+
+
+def code_keeps_failing(failures: int) -> Feedback:
+    """After `failures` failing code blocks in a row: stop coding this step, reason it out."""
+    return Feedback(code=ErrorCode.CODE_KEEPS_FAILING,
+                    message=f"your last {failures} code blocks in a row failed or printed "
+                            "nothing. Solve this step by reasoning instead of code: check the "
+                            "problem statement and your steps so far, work the step out in "
+                            "words and formulas, then go on to the next step",
+                    reminder="you may use code again for later steps")
 
 
 def _output(result: ExecutionResult) -> str:

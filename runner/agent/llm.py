@@ -186,6 +186,18 @@ class OpenAIChat:
         delay = min(float(self.max_backoff_s), self.backoff_s * 2.0 ** (attempt - 1))
         return delay * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread out
 
+    def check_server(self) -> None:
+        """Ask the server for its models once, without retries: raises LLMUnavailableError
+        (with the fix) when nothing answers at `base_url`, LLMAuthenticationError when the
+        key is refused. A server that has no model list (or refuses it otherwise) passes:
+        only the first real request can tell. For callers about to send many requests."""
+        try:
+            self._client.models.list()
+        except Exception as exc:  # translated below, once
+            error, transient, _ = self._translate(exc, tools=False)
+            if transient or isinstance(error, LLMAuthenticationError):
+                raise error from exc
+
     def _only_served_model(self) -> str:
         fix = f"pass --model or set RUNNER_MODEL; and check --base-url ({_BASE_URL_HINT})"
         try:

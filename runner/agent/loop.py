@@ -4,7 +4,10 @@
 says how it ended:
 
 - `answered`: the model gave a final answer (never one it wrote after an action in the
-  same reply, before seeing the action's result);
+  same reply, before seeing the action's result), or, for a protocol whose program's
+  output is the answer, its code printed one;
+- `terminated`: the model ended the conversation without an answer (a protocol's stop
+  word, such as MathChat's TERMINATE);
 - `gave_up`: the orchestrator stopped because the model repeated a call (or code block,
   or malformed reply) that had already failed: it would fail again;
 - `max_turns`: `max_turns` replies were used without an answer;
@@ -23,7 +26,11 @@ stays within `max_context_chars` (`runner.agent.context`): older long replies an
 are cut in the messages sent, never in the log.
 
 A function that fails `max_consecutive_failures` times in a row is disabled: the model is
-told, and later calls of it are refused (DENIED) without running. Every turn is logged as
+told, and later calls of it are refused (DENIED) without running. For protocols that ask
+for it (`reason_after_failures`), that many failing code blocks in a row (an error, a
+kill, or no output where output is required) earn CODE_KEEPS_FAILING: solve the step by
+reasoning. A server that refuses native tool calls, under a protocol for which they are
+optional, is asked again without them for the rest of the run. Every turn is logged as
 soon as it is over (see `runner.logs.agent`); a failing log write costs a warning, never
 the run.
 """
@@ -34,21 +41,21 @@ import json
 import logging
 import traceback
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..budget import TimeBudget
-from ..errors import LLMError, RunnerError
+from ..errors import ConfigurationError, LLMError, RunnerError, ToolsNotSupportedError
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs.agent import AgentLog
 from ..logs.store import LogStore
 from ..ranges import Range, require
 from ..sandbox import Sandbox
-from ..types import Limits, Status
+from ..types import ExecutionResult, Limits, Status
 from . import feedback
-from .actions import AnswerAction, CallAction, CodeAction, ParsedReply
+from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopAction
 from .context import DEFAULT_CONTEXT_CHARS, fit
 from .execution import ActionRunner
 from .feedback import Observation
@@ -138,6 +145,7 @@ class _Conversation:
         self.failed_calls: set[str] = set()
         self.failed_replies: set[str] = set()
         self.failed_code: set[str] = set()  # cleared by a block that works: state has changed
+        self.failing_blocks = 0  # code blocks in a row that failed (or printed nothing)
         self.budget_announced = False
         system = agent.system_prompt or self.protocol.system_prompt(self.functions)
         self.messages: list[Message] = [{"role": "system", "content": system},
@@ -191,7 +199,7 @@ class _Conversation:
                             self.run_record.id, exc_info=True)
             run = self.run_record.model_copy(update={
                 "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
-                "finished_at": datetime.now(timezone.utc), "sandbox_ms": self.runner.used_ms,
+                "finished_at": datetime.now(UTC), "sandbox_ms": self.runner.used_ms,
                 "turns": list(self.turns)})
             self._write(lambda log: log.finish(run))
             self.agent.last_run = run
@@ -202,10 +210,10 @@ class _Conversation:
     def _turn(self, number: int) -> tuple[AgentStatus, str | None, str | None, dict[str, Any] | None] | None:
         """One request and what follows; how the run ends, or None to go on."""
         sent = fit(self.messages, self.agent.max_context_chars)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         partial = self._partial = _Partial(number, started, sent)
         try:
-            reply = self.agent.llm.complete(sent, tools=self.tools)
+            reply = self._complete(sent)
         except LLMError as exc:
             error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
             self._record(AgentTurn(number=number, started_at=started, messages_sent=sent, error=error))
@@ -222,8 +230,12 @@ class _Conversation:
             stop = self._reply_problems(reply, parsed, step)
         partial.parsed = parsed
         answer = parsed.answer
+        if stop is None and parsed.stop:
+            stop = AgentStatus.TERMINATED, "the model ended the conversation without an answer"
         if stop is None and answer is None:
             stop = self._carry_out(parsed, step)
+            if stop is None:
+                answer = self.protocol.answer_from_output(step.results)
         if stop is None and answer is None and self.runner.exhausted and not self.budget_announced:
             self.budget_announced = True
             step.notes.append("the sandbox time budget of this conversation is used up: nothing more "
@@ -280,6 +292,21 @@ class _Conversation:
         self.failed_replies.add(key)
         return None
 
+    def _complete(self, sent: list[Message]) -> ChatReply:
+        """The model's reply; without native tools from now on if the server refuses them
+        and the protocol can do without."""
+        try:
+            return self.agent.llm.complete(sent, tools=self.tools)
+        except ToolsNotSupportedError as exc:
+            if not self.tools or not self.protocol.tools_optional:
+                raise
+            log.info("run %s: the server refuses native tool calls (%s); going on without them",
+                     self.run_record.id, exc.message)
+            self.tools = None
+            self.run_record = self.run_record.model_copy(update={"settings": {
+                **self.run_record.settings, "native_tools": f"refused by the server: {exc.message}"}})
+            return self.agent.llm.complete(sent, tools=None)
+
     # -- one reply ------------------------------------------------------------------------------
 
     def _reply_problems(self, reply: ChatReply, parsed: ParsedReply, step: _Step
@@ -305,6 +332,8 @@ class _Conversation:
                 step.notes.append("the final answer in this reply was ignored, because it came with "
                                   "actions whose results you had not seen")
                 continue
+            if isinstance(action, StopAction):
+                continue  # parse keeps a stop word only in a reply with nothing else
             if isinstance(action, CallAction):
                 stop = self._call(action, meta, step)
             else:
@@ -360,9 +389,12 @@ class _Conversation:
             message = setup.error.message if setup.error else str(setup.status)
             step.notes.append(f"the functions could not be defined in the session ({message}); "
                               "calling them will fail")
-        step.observations.append(feedback.observe(
+        step.results.append(result)
+        observation = feedback.observe(
             result, label=label, template=self.template, kind="code",
-            max_chars=self.agent.max_feedback_chars))
+            max_chars=self.agent.max_feedback_chars, require_output=self.protocol.require_output)
+        step.observations.append(observation)
+        self._count_failing_block(observation, step)
         if result.status is Status.OK:
             self.failed_code.clear()
             return None
@@ -371,6 +403,22 @@ class _Conversation:
             step.notes.append("the session's process was stopped, so the next block starts in a "
                               "fresh one: variables and imports from earlier blocks are gone")
         return None
+
+    def _count_failing_block(self, observation: Observation, step: _Step) -> None:
+        """After `reason_after_failures` failing blocks in a row, CODE_KEEPS_FAILING."""
+        limit = self.protocol.reason_after_failures
+        if limit is None:
+            return
+        if observation.ok:
+            self.failing_blocks = 0
+            return
+        self.failing_blocks += 1
+        if self.failing_blocks >= limit:
+            item = feedback.code_keeps_failing(self.failing_blocks)
+            step.observations.append(Observation(
+                text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
+                problems=(item,)))
+            self.failing_blocks = 0
 
     # -- logging -------------------------------------------------------------------------------
 
@@ -422,6 +470,7 @@ class _Step:
         self.observations: list[Observation] = []
         self.notes: list[str] = []
         self.execution_ids: list[str] = []
+        self.results: list[ExecutionResult] = []  # of the code blocks, in order
 
 
 def _key(*parts: Any) -> str:

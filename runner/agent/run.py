@@ -25,6 +25,7 @@ class AgentStatus(StrEnum):
     LLM_ERROR = "llm_error"
     CRASHED = "crashed"  # an exception inside the orchestrator ended it; `error` says which
     INTERRUPTED = "interrupted"  # Ctrl-C, or its process was gone before it ended
+    TERMINATED = "terminated"  # the model ended the conversation without an answer
 
     def __repr__(self) -> str:  # reads as the value it is: ('answered', ...)
         return repr(self.value)

@@ -355,6 +355,54 @@ MIGRATIONS: list[Migration] = [
         SELECT seq, reply, feedback FROM agent_turn_text;
         """,
     ),
+    Migration(
+        5,
+        "evaluations and evaluation_items tables",
+        """
+        CREATE TABLE evaluations (
+            id               TEXT PRIMARY KEY,         -- ULID, sorts by creation time
+            created_at       TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            finished_at      TEXT,                     -- NULL until every item is done
+            status           TEXT NOT NULL,            -- running, finished, interrupted
+            dataset          TEXT NOT NULL,            -- a dataset name, or a file's path
+            split            TEXT,
+            dataset_path     TEXT NOT NULL,            -- the file the problems came from
+            dataset_sha256   TEXT NOT NULL,            -- of that file, when the evaluation began
+            method           TEXT NOT NULL,            -- mathchat, pot, vanilla
+            model            TEXT,
+            base_url         TEXT,
+            backend          TEXT NOT NULL,
+            function_set     TEXT,                     -- the learned functions' set, if any
+            checker_version  TEXT NOT NULL,            -- the answer checker that gave the verdicts
+            total            INTEGER NOT NULL,         -- problems in the sample
+            settings_json    TEXT NOT NULL DEFAULT '{}',   -- sample, turns, limits, functions, ...
+            error_json       TEXT NOT NULL DEFAULT 'null'  -- why it stopped early, if it did
+        );
+        CREATE INDEX evaluations_created_at ON evaluations (created_at);
+        CREATE TABLE evaluation_items (
+            evaluation_id    TEXT NOT NULL REFERENCES evaluations (id) ON DELETE CASCADE,
+            position         INTEGER NOT NULL,         -- 0, 1, ... in the sample's order
+            problem_id       TEXT NOT NULL,
+            type             TEXT,
+            level            INTEGER,
+            problem_json     TEXT NOT NULL,            -- the whole problem, gold answer included
+            status           TEXT NOT NULL DEFAULT 'pending',  -- pending, done
+            attempts         INTEGER NOT NULL DEFAULT 0,       -- conversations started for it
+            agent_run_id     TEXT REFERENCES agent_runs (id),  -- the conversation that counted
+            run_status       TEXT,                     -- how that conversation ended
+            answer           TEXT,                     -- the extracted answer (NULL: none)
+            correct          INTEGER,                  -- 1, 0; NULL while pending
+            verdict_json     TEXT NOT NULL DEFAULT 'null',  -- the checker's verdict and reason
+            started_at       TEXT,
+            finished_at      TEXT,
+            duration_ms      INTEGER,
+            PRIMARY KEY (evaluation_id, position),
+            UNIQUE (evaluation_id, problem_id)
+        );
+        CREATE INDEX evaluation_items_pending ON evaluation_items (evaluation_id, status);
+        CREATE INDEX evaluation_items_agent_run ON evaluation_items (agent_run_id);
+        """,
+    ),
 ]
 
 

@@ -8,12 +8,21 @@
     from runner.math import load_dataset
     dataset = load_dataset("math", split="test").filter(types=["Number Theory"], levels=[5])
 
+    from runner.math import solve, evaluate
+    solution = solve("Find x if 2x = 6.", model="m", gold="3")   # MathChat, in the sandbox
+    report = evaluate("math500", model="m", limit=50, concurrency=4)
+
 `Checker` owns the worker processes behind the symbolic step; the module-level functions
-share one. Rules and limits: `runner.math.checker`; normalisation: `runner.math.normalize`;
+share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation` (loaded
+on first use, since they stand on the agent, which itself reads answers with this
+package). Rules and limits: `runner.math.checker`; normalisation: `runner.math.normalize`;
 extraction: `runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from .checker import (
     Checker,
@@ -36,21 +45,51 @@ from .datasets import (
 from .extract import extract_answer
 from .pool import CheckerUnavailableError
 
+if TYPE_CHECKING:
+    from .evaluation import (
+        EvaluationError,
+        evaluate,
+        evaluation_report,
+        resume_evaluation,
+    )
+    from .mathchat import METHODS, Solution, solve
+    from .report import EvaluationReport
+
+# name -> the module that defines it, imported when the name is first used
+_LAZY = {"solve": "mathchat", "Solution": "mathchat", "METHODS": "mathchat",
+         "evaluate": "evaluation", "resume_evaluation": "evaluation",
+         "evaluation_report": "evaluation", "EvaluationError": "evaluation",
+         "EvaluationReport": "report"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
+    "METHODS",
     "Checker",
     "CheckerUnavailableError",
     "Dataset",
     "DatasetError",
+    "EvaluationError",
+    "EvaluationReport",
     "LineError",
     "Problem",
+    "Solution",
     "Verdict",
     "asks_for_decimal",
     "check",
     "check_many",
     "checker_version",
     "dataset_names",
+    "evaluate",
+    "evaluation_report",
     "extract_answer",
     "is_equivalent",
     "load_dataset",
     "load_jsonl",
+    "resume_evaluation",
+    "solve",
 ]

@@ -286,7 +286,7 @@ def load_jsonl(path: str | Path, *, on_error: OnError = "stop", name: str | None
         raise DatasetLineError(
             f"{len(errors)} bad line{'s' if len(errors) != 1 else ''} in {shown_path}:\n"
             f"{listed}{more}", errors,
-            fix="correct those lines, or skip them (on_error='skip' / --on-error skip)")
+            fix="correct those lines, or skip them (on_error='skip' / runner math eval --on-bad-line skip)")
     return Dataset(name=name or file_path.name, split=split, path=file_path,
                    problems=tuple(problems), skipped=tuple(errors))
 

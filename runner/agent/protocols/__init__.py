@@ -3,12 +3,14 @@
 - `tools`: native tool calls (`ToolsProtocol`);
 - `json`: one JSON thought/action object (`JsonProtocol`);
 - `text`: Thought / Tool / Tool Input, or Final Answer (`TextProtocol`);
-- `code`: fenced python blocks in one session, final answer in \\boxed{} (`CodeProtocol`).
+- `code`: fenced python blocks in one session, final answer in \\boxed{} (`CodeProtocol`);
+- `answer`: nothing runs, final answer in \\boxed{} (`AnswerProtocol`, a baseline).
 """
 
 from __future__ import annotations
 
 from ...errors import ConfigurationError
+from .answer import AnswerProtocol
 from .base import ReplyProtocol
 from .code import CodeProtocol
 from .json_action import FINISH, JsonProtocol
@@ -20,6 +22,7 @@ PROTOCOLS: dict[str, type[ReplyProtocol]] = {
     "json": JsonProtocol,
     "text": TextProtocol,
     "code": CodeProtocol,
+    "answer": AnswerProtocol,
 }
 
 
@@ -34,5 +37,5 @@ def get_protocol(protocol: str | ReplyProtocol) -> ReplyProtocol:
                                  fix=f"use one of: {', '.join(PROTOCOLS)}") from None
 
 
-__all__ = ["FINISH", "PROTOCOLS", "CodeProtocol", "JsonProtocol", "ReplyProtocol", "TextProtocol",
+__all__ = ["FINISH", "PROTOCOLS", "AnswerProtocol", "CodeProtocol", "JsonProtocol", "ReplyProtocol", "TextProtocol",
            "ToolsProtocol", "get_protocol"]

@@ -7,6 +7,12 @@ how to ask (`system_prompt`, `tools`), how to read a reply (`parse`, into the ac
 reminder), and how the texts that `runner.agent.feedback` wrote are packaged as the next
 messages (`feedback_messages`). It holds no state of a conversation, so one instance can
 serve many runs.
+
+A few settings of a protocol steer the loop (defaults: off): `require_output` (a code
+block that prints nothing is a NO_OUTPUT problem), `reason_after_failures` (after that
+many failing blocks in a row the model is told to reason the step out instead),
+`tools_optional` (the native `tools` are a convenience: a server that refuses them is
+asked again without) and `answer_from_output` (the answer can be what the code printed).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ..llm import ChatReply, Message
 
 if TYPE_CHECKING:
     from ...functions import FunctionSet
+    from ...types import ExecutionResult
 
 
 class ReplyProtocol(ABC):
@@ -30,6 +37,12 @@ class ReplyProtocol(ABC):
     name: ClassVar[str]
     #: code blocks run in one sandbox session per conversation
     uses_session: ClassVar[bool] = False
+    #: a code block that runs but prints nothing is a NO_OUTPUT problem
+    require_output: bool = False
+    #: after this many failing code blocks in a row, tell the model to reason instead
+    reason_after_failures: int | None = None
+    #: the request's `tools` may be dropped when the server refuses native tool calls
+    tools_optional: bool = False
 
     @abstractmethod
     def system_prompt(self, functions: FunctionSet) -> str:
@@ -49,6 +62,11 @@ class ReplyProtocol(ABC):
 
     def task_message(self, task: str) -> str:
         return task
+
+    def answer_from_output(self, results: Sequence[ExecutionResult]) -> str | None:
+        """The final answer read from what a reply's code blocks printed, for protocols
+        whose program's output is the answer; None (the default) to go on."""
+        return None
 
     def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
                           notes: Sequence[str]) -> list[Message]:

@@ -8,20 +8,41 @@ arguments checked first. Blocks and calls may be mixed in one reply.
 The final answer is what the answer rule finds in a reply without code: by default the
 content of the last `\\boxed{...}`. A boxed answer in a reply that also has code is not
 accepted: the model wrote it before seeing what its code printed.
+
+Options (all off by default; MathChat turns them on, see `runner.math.mathchat`):
+`require_output` and `reason_after_failures` (see `ReplyProtocol`); `stop_word`: a reply
+without code and without an answer that contains this word (`TERMINATE`) ends the run with
+no answer; `native_tools`: the set's functions are also offered as native tool calls, whose
+results come back as `tool` messages (dropped if the server refuses them);
+`output_answer`: the answer is the last line printed by the reply's last block, when it
+ran (Program of Thoughts: one program whose output is the answer).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..actions import Action, AnswerAction, CallAction, CodeAction, ParsedReply, ReplyProblem
-from ..llm import ChatReply
+from ...types import Status
+from ..actions import (
+    Action,
+    AnswerAction,
+    CallAction,
+    CodeAction,
+    ParsedReply,
+    ReplyProblem,
+    StopAction,
+)
+from ..feedback import Observation
+from ..llm import ChatReply, Message
 from ..parsing import fenced_blocks, json_objects, last_boxed, read_action
 from .base import ReplyProtocol, functions_section
+from .tools import tool_call_actions, tool_messages
 
 if TYPE_CHECKING:
     from ...functions import FunctionSet
+    from ...types import ExecutionResult
 
 PYTHON = frozenset({"python", "py", "python3", "py3", "ipython", "sympy", ""})
 JSON = frozenset({"json", "json5", "jsonc"})
@@ -35,9 +56,41 @@ class CodeProtocol(ReplyProtocol):
     uses_session = True
 
     def __init__(self, answer_rule: AnswerRule = last_boxed, *,
-                 answer_format: str = "\\boxed{<answer>}") -> None:
+                 answer_format: str = "\\boxed{<answer>}", require_output: bool = False,
+                 reason_after_failures: int | None = None, stop_word: str | None = None,
+                 native_tools: bool = False, output_answer: bool = False) -> None:
+        if reason_after_failures is not None and reason_after_failures < 1:
+            raise ValueError("reason_after_failures must be at least 1")
         self.answer_rule = answer_rule
         self.answer_format = answer_format
+        self.require_output = require_output
+        self.reason_after_failures = reason_after_failures
+        self.stop_word = stop_word
+        self._stop = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(stop_word)}(?![A-Za-z0-9_])") \
+            if stop_word else None
+        self.native_tools = native_tools
+        self.tools_optional = native_tools  # blocks and ```json calls work without them
+        self.output_answer = output_answer
+
+    def tools(self, functions: FunctionSet) -> list[dict[str, Any]] | None:
+        if self.native_tools and len(functions):
+            return functions.to_openai_tools()
+        return None
+
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+                          notes: Sequence[str]) -> list[Message]:
+        if reply.tool_calls:  # each native call is answered by its own `tool` message
+            return tool_messages(reply, observations, notes)
+        return super().feedback_messages(reply, observations, notes)
+
+    def answer_from_output(self, results: Sequence[ExecutionResult]) -> str | None:
+        if not self.output_answer or not results or results[-1].status is not Status.OK:
+            return None
+        lines = [line.strip() for line in results[-1].stdout.splitlines() if line.strip()]
+        if not lines:
+            return None
+        boxed = self.answer_rule(lines[-1])
+        return (boxed if boxed is not None else lines[-1]).strip() or None
 
     def system_prompt(self, functions: FunctionSet) -> str:
         prompt = ("You are a careful assistant that solves the user's task with Python. "
@@ -59,6 +112,10 @@ class CodeProtocol(ReplyProtocol):
     def parse(self, reply: ChatReply, functions: FunctionSet) -> ParsedReply:
         actions: list[Action] = []
         notes: list[str] = []
+        problems: list[ReplyProblem] = []
+        if reply.tool_calls:
+            calls, problems = tool_call_actions(reply)
+            actions += calls
         skipped: list[str] = []
         invented_output = False
         for block in fenced_blocks(reply.content):
@@ -86,14 +143,21 @@ class CodeProtocol(ReplyProtocol):
             notes.append(f"only ```python blocks (and ```json function calls) run; your {kinds} "
                          "block was not run")
         answer = self.answer_rule(reply.content)
-        if actions:
+        stop = self._stop.search(reply.content) if self._stop is not None else None
+        if actions or problems:
             if answer is not None:
                 notes.append(f"the answer {answer!r} was not accepted, because it came with code "
                              "whose results you had not seen; check them, then reply with the "
                              "answer alone")
-            return ParsedReply(actions=tuple(actions), notes=tuple(notes))
+            elif stop is not None:
+                notes.append(f"{self.stop_word} was ignored, because it came with code whose "
+                             "results you had not seen")
+            return ParsedReply(actions=tuple(actions), problems=tuple(problems),
+                               notes=tuple(notes))
         if answer is not None and answer.strip():
             return ParsedReply(actions=(AnswerAction(answer=answer.strip()),), notes=tuple(notes))
+        if stop is not None and self.stop_word is not None:
+            return ParsedReply(actions=(StopAction(word=self.stop_word),), notes=tuple(notes))
         message = ("the reply has no ```python block and no final answer in "
                    f"{self.answer_format}")
         return ParsedReply(problems=(ReplyProblem(message=message),), notes=tuple(notes))

@@ -52,50 +52,63 @@ class ToolsProtocol(ReplyProtocol):
             written = _written_call(reply.content, functions)
             if written is not None:
                 return ParsedReply(actions=(written,), notes=(
-                    f"you wrote the call to {written.function} as text; it ran, but call functions "
-                    "through the tool-calling interface",))
+                    (f"you wrote the call to {written.function} as text; it ran, but call "
+                     "functions through the tool-calling interface"),))
             answer = reply.content.strip()
             if answer:
                 return ParsedReply(actions=(AnswerAction(answer=answer),))
             return ParsedReply(problems=(ReplyProblem(
                 message="the reply is empty: it has neither a tool call nor an answer"),))
-        actions: list[CallAction] = []
-        problems: list[ReplyProblem] = []
-        for call in reply.tool_calls:
-            if not call.name.strip():
-                problems.append(ReplyProblem(message="a tool call names no function",
-                                             call_id=call.id))
-                continue
-            arguments, _ = load_arguments(call.arguments)
-            if not isinstance(arguments, dict):
-                reason = json_text_problem(call.arguments)
-                problems.append(ReplyProblem(
-                    message=f"the arguments of the call to {call.name} are not a JSON object"
-                            + (f" ({reason})" if reason else ""),
-                    details={"arguments": call.arguments[:500]}, call_id=call.id))
-                continue
-            actions.append(CallAction(function=call.name.strip(), arguments=arguments,
-                                      call_id=call.id))
+        actions, problems = tool_call_actions(reply)
         return ParsedReply(actions=tuple(actions), problems=tuple(problems))
 
     def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
                           notes: Sequence[str]) -> list[Message]:
-        by_id = {o.call_id: o for o in observations if o.call_id is not None}
-        loose = [o.text for o in observations if o.call_id is None]
-        messages: list[Message] = []
-        for call in reply.tool_calls:
-            observation = by_id.get(call.id)
-            text = observation.text if observation is not None else \
-                "[not run] the conversation ended before this call ran"
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-        extra = feedback.join([*loose, feedback.notes_text(notes)])
-        if extra and messages:
-            # Appended to the last tool message: some chat templates refuse a user message
-            # between tool results and the next assistant turn.
-            messages[-1]["content"] += "\n\n" + extra
-        elif extra:
-            messages.append({"role": "user", "content": extra})
-        return messages
+        return tool_messages(reply, observations, notes)
+
+
+def tool_call_actions(reply: ChatReply) -> tuple[list[CallAction], list[ReplyProblem]]:
+    """The native tool calls of a reply as actions, and the calls that cannot run."""
+    actions: list[CallAction] = []
+    problems: list[ReplyProblem] = []
+    for call in reply.tool_calls:
+        if not call.name.strip():
+            problems.append(ReplyProblem(message="a tool call names no function",
+                                         call_id=call.id))
+            continue
+        arguments, _ = load_arguments(call.arguments)
+        if not isinstance(arguments, dict):
+            reason = json_text_problem(call.arguments)
+            problems.append(ReplyProblem(
+                message=f"the arguments of the call to {call.name} are not a JSON object"
+                        + (f" ({reason})" if reason else ""),
+                details={"arguments": call.arguments[:500]}, call_id=call.id))
+            continue
+        actions.append(CallAction(function=call.name.strip(), arguments=arguments,
+                                  call_id=call.id))
+    return actions, problems
+
+
+def tool_messages(reply: ChatReply, observations: Sequence[Observation],
+                  notes: Sequence[str]) -> list[Message]:
+    """One `tool` message per native call of `reply` (as the API requires), with the other
+    observations and the notes appended to the last of them."""
+    by_id = {o.call_id: o for o in observations if o.call_id is not None}
+    loose = [o.text for o in observations if o.call_id is None]
+    messages: list[Message] = []
+    for call in reply.tool_calls:
+        observation = by_id.get(call.id)
+        text = observation.text if observation is not None else \
+            "[not run] the conversation ended before this call ran"
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+    extra = feedback.join([*loose, feedback.notes_text(notes)])
+    if extra and messages:
+        # Appended to the last tool message: some chat templates refuse a user message
+        # between tool results and the next assistant turn.
+        messages[-1]["content"] += "\n\n" + extra
+    elif extra:
+        messages.append({"role": "user", "content": extra})
+    return messages
 
 
 def _written_call(content: str, functions: FunctionSet) -> CallAction | None:

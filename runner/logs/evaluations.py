@@ -1,0 +1,365 @@
+"""Evaluations in the log database: one row per evaluation, one per problem of its sample.
+
+Tables (migration 5): `evaluations` (dataset and its file's hash, method, model, backend,
+checker version, sample size, settings, status) and `evaluation_items` (the problem with
+its gold answer, and once it is done: the conversation that counted, in `agent_runs`, the
+extracted answer, the verdict and its reason). The conversation's turns and executions
+are found through `agent_run_id`, a foreign key, as any SQLite tool can follow.
+
+Every item is written when the evaluation is created, as `pending`; an item becomes `done`
+in one UPDATE that also requires it to be pending, so a verdict is recorded at most once
+per item whatever happens (a killed process, two processes resuming the same evaluation).
+A resumed evaluation runs exactly the items that are still pending. All counts are read
+from the rows, so nothing can be counted twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from runner.errors import LogStoreError, NotFoundError
+from runner.logs.side_table import SideTable
+
+
+class EvaluationStatus(StrEnum):
+    RUNNING = "running"  # (or its process died: `runner math eval --resume ID` continues it)
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
+
+
+class EvaluationRecord(BaseModel):
+    """One evaluation's settings and state (the items are separate)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    status: EvaluationStatus = EvaluationStatus.RUNNING
+    dataset: str
+    split: str | None = None
+    dataset_path: str
+    dataset_sha256: str
+    method: str
+    model: str | None = None
+    base_url: str | None = None
+    backend: str
+    function_set: str | None = None
+    checker_version: str
+    total: int
+    settings: dict[str, Any] = Field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+
+class NewItem(BaseModel):
+    """A problem of the sample, as written when the evaluation is created."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    problem_id: str
+    type: str | None = None
+    level: int | None = None
+    problem: dict[str, Any]  # the whole problem, gold answer included
+
+
+class ItemRecord(BaseModel):
+    """One problem of an evaluation and, once done, how it went."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    evaluation_id: str
+    position: int
+    problem_id: str
+    type: str | None = None
+    level: int | None = None
+    problem: dict[str, Any]
+    status: str = "pending"
+    attempts: int = 0
+    agent_run_id: str | None = None
+    run_status: str | None = None
+    answer: str | None = None
+    correct: bool | None = None
+    verdict: dict[str, Any] | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: int | None = None
+
+
+class Tally(BaseModel):
+    """Correct out of done, for one group (or the whole evaluation)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    correct: int = 0
+    total: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"correct": self.correct, "total": self.total, "accuracy": self.accuracy}
+
+
+class Summary(BaseModel):
+    """The counts of an evaluation, read from its items."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    done: int
+    correct: int
+    by_type: dict[str, Tally]
+    by_level: dict[str, Tally]
+    by_type_level: dict[str, dict[str, Tally]]  # type -> level -> tally
+    run_statuses: dict[str, int]  # how the conversations ended: answered, max_turns, ...
+
+
+NO_TYPE = "(no type)"
+NO_LEVEL = "(no level)"
+
+_EVAL_COLUMNS = ("id", "created_at", "finished_at", "status", "dataset", "split",
+                 "dataset_path", "dataset_sha256", "method", "model", "base_url", "backend",
+                 "function_set", "checker_version", "total", "settings_json", "error_json")
+_ITEM_COLUMNS = ("evaluation_id", "position", "problem_id", "type", "level", "problem_json",
+                 "status", "attempts", "agent_run_id", "run_status", "answer", "correct",
+                 "verdict_json", "started_at", "finished_at", "duration_ms")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def level_name(level: int | None) -> str:
+    return f"Level {level}" if level is not None else NO_LEVEL
+
+
+class EvaluationLog(SideTable):
+    """Reads and writes evaluations and their items in the log database of a LogStore."""
+
+    what = "the evaluation log"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def create(self, record: EvaluationRecord, items: Sequence[NewItem]) -> None:
+        """The evaluation and every item of its sample (pending), in one transaction."""
+        row = self._row(record)
+        evaluation_sql = (f"INSERT INTO evaluations ({', '.join(_EVAL_COLUMNS)}) "
+                          f"VALUES ({', '.join(':' + c for c in _EVAL_COLUMNS)})")
+        item_sql = ("INSERT INTO evaluation_items (evaluation_id, position, problem_id, type, "
+                    "level, problem_json) VALUES (?, ?, ?, ?, ?, ?)")
+        item_rows = [(record.id, position, item.problem_id, item.type, item.level,
+                      _json(item.problem)) for position, item in enumerate(items)]
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(evaluation_sql, row)
+                conn.executemany(item_sql, item_rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        self._run(work, "write to")
+
+    def start_item(self, evaluation_id: str, position: int) -> None:
+        """Count one more conversation started for a pending item."""
+        self._run(lambda conn: conn.execute(
+            "UPDATE evaluation_items SET attempts = attempts + 1, started_at = ? "
+            "WHERE evaluation_id = ? AND position = ? AND status = 'pending'",
+            (_now(), evaluation_id, position)), "write to")
+
+    def finish_item(self, evaluation_id: str, position: int, *, agent_run_id: str | None,
+                    run_status: str, answer: str | None, correct: bool,
+                    verdict: dict[str, Any] | None, duration_ms: int) -> bool:
+        """Record an item's outcome; False (and nothing written) when it was already done."""
+        changed = self._run(lambda conn: conn.execute(
+            "UPDATE evaluation_items SET status = 'done', agent_run_id = ?, run_status = ?, "
+            "answer = ?, correct = ?, verdict_json = ?, finished_at = ?, duration_ms = ? "
+            "WHERE evaluation_id = ? AND position = ? AND status = 'pending'",
+            (agent_run_id, run_status, answer, int(correct), _json(verdict), _now(), duration_ms,
+             evaluation_id, position)).rowcount, "write to")
+        return bool(changed == 1)
+
+    def set_status(self, evaluation_id: str, status: EvaluationStatus, *,
+                   error: dict[str, Any] | None = None) -> None:
+        finished = _now() if status is EvaluationStatus.FINISHED else None
+        self._run(lambda conn: conn.execute(
+            "UPDATE evaluations SET status = ?, error_json = ?, finished_at = ? WHERE id = ?",
+            (str(status), _json(error), finished, evaluation_id)), "write to")
+
+    @staticmethod
+    def _row(record: EvaluationRecord) -> dict[str, Any]:
+        return {
+            "id": record.id, "created_at": _iso(record.created_at),
+            "finished_at": _iso(record.finished_at), "status": str(record.status),
+            "dataset": record.dataset, "split": record.split, "dataset_path": record.dataset_path,
+            "dataset_sha256": record.dataset_sha256, "method": record.method,
+            "model": record.model, "base_url": record.base_url, "backend": record.backend,
+            "function_set": record.function_set, "checker_version": record.checker_version,
+            "total": record.total, "settings_json": _json(record.settings),
+            "error_json": _json(record.error),
+        }
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def find(self, id_or_prefix: str) -> EvaluationRecord | None:
+        """The evaluation with this id, or the only one whose id starts with it."""
+        wanted = id_or_prefix.strip().upper()
+        if not wanted:
+            return None
+        select = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations"
+        rows = self._run(lambda conn: conn.execute(f"{select} WHERE id = ?", (wanted,)).fetchall(),
+                         "read")
+        if not rows:
+            pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self._run(lambda conn: conn.execute(
+                f"{select} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 6", (pattern,)).fetchall(),
+                "read")
+            if len(rows) > 1:
+                shown = ", ".join(r[0] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+                raise NotFoundError(f"{id_or_prefix!r} matches several evaluations ({shown})",
+                                    fix="type more characters of the id")
+        return _evaluation(rows[0]) if rows else None
+
+    def get(self, id_or_prefix: str) -> EvaluationRecord:
+        record = self.find(id_or_prefix)
+        if record is None:
+            raise NotFoundError(f"no evaluation with an id starting {id_or_prefix!r} in "
+                                f"{self._path}", fix="run `runner math evals` to list them")
+        return record
+
+    def list(self, *, limit: int | None = 20) -> list[EvaluationRecord]:
+        """Evaluations, newest first."""
+        sql = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations ORDER BY created_at DESC, id DESC"
+        params: list[Any] = []
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
+        return [_evaluation(row) for row in rows]
+
+    def items(self, evaluation_id: str, *, status: str | None = None
+              ) -> builtins.list[ItemRecord]:
+        """The items in sample order (only those with `status`, if given)."""
+        sql = (f"SELECT {', '.join(_ITEM_COLUMNS)} FROM evaluation_items WHERE evaluation_id = ?")
+        params: list[Any] = [evaluation_id]
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        sql += " ORDER BY position"
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
+        return [_item(row) for row in rows]
+
+    def progress(self, evaluation_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(done, correct) for each evaluation."""
+        if not evaluation_ids:
+            return {}
+        marks = ", ".join("?" for _ in evaluation_ids)
+        rows = self._run(lambda conn: conn.execute(
+            "SELECT evaluation_id, COUNT(*), COALESCE(SUM(correct), 0) FROM evaluation_items "
+            f"WHERE status = 'done' AND evaluation_id IN ({marks}) GROUP BY evaluation_id",
+            list(evaluation_ids)).fetchall(), "read")
+        found = {row[0]: (int(row[1]), int(row[2])) for row in rows}
+        return {i: found.get(i, (0, 0)) for i in evaluation_ids}
+
+    def summary(self, evaluation_id: str) -> Summary:
+        """Correct/done overall, by type, by level and by both, from the done items."""
+        rows = self._run(lambda conn: conn.execute(
+            "SELECT type, level, COUNT(*), COALESCE(SUM(correct), 0) FROM evaluation_items "
+            "WHERE evaluation_id = ? AND status = 'done' GROUP BY type, level",
+            (evaluation_id,)).fetchall(), "read")
+        statuses = self._run(lambda conn: conn.execute(
+            "SELECT run_status, COUNT(*) FROM evaluation_items WHERE evaluation_id = ? AND "
+            "status = 'done' GROUP BY run_status ORDER BY run_status", (evaluation_id,)).fetchall(),
+            "read")
+        by_type: dict[str, list[int]] = {}
+        by_level: dict[str, list[int]] = {}
+        both: dict[str, dict[str, list[int]]] = {}
+        done = correct = 0
+        for kind, level, count, right in rows:
+            type_key = kind or NO_TYPE
+            level_key = level_name(level)
+            for bucket in (by_type.setdefault(type_key, [0, 0]),
+                           by_level.setdefault(level_key, [0, 0]),
+                           both.setdefault(type_key, {}).setdefault(level_key, [0, 0])):
+                bucket[0] += int(right)
+                bucket[1] += int(count)
+            done += int(count)
+            correct += int(right)
+
+        def tallies(groups: dict[str, list[int]]) -> dict[str, Tally]:
+            return {key: Tally(correct=value[0], total=value[1])
+                    for key, value in sorted(groups.items(), key=lambda item: _order(item[0]))}
+
+        return Summary(done=done, correct=correct, by_type=tallies(by_type),
+                       by_level=tallies(by_level),
+                       by_type_level={key: tallies(value) for key, value in
+                                      sorted(both.items(), key=lambda item: _order(item[0]))},
+                       run_statuses={str(status): int(count) for status, count in statuses})
+
+
+def _order(key: str) -> tuple[int, str]:
+    """Groups sort by name, with the catch-all groups last."""
+    return (1 if key in (NO_TYPE, NO_LEVEL) else 0, key)
+
+
+def _load(text: str | None, default: Any = None) -> Any:
+    return json.loads(text) if text else default
+
+
+def _evaluation(row: Sequence[Any]) -> EvaluationRecord:
+    r = dict(zip(_EVAL_COLUMNS, row, strict=True))
+    try:
+        return EvaluationRecord(
+            id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
+            finished_at=datetime.fromisoformat(r["finished_at"]) if r["finished_at"] else None,
+            status=EvaluationStatus(r["status"]), dataset=r["dataset"], split=r["split"],
+            dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
+            method=r["method"], model=r["model"], base_url=r["base_url"], backend=r["backend"],
+            function_set=r["function_set"], checker_version=r["checker_version"],
+            total=r["total"], settings=_load(r["settings_json"], {}) or {},
+            error=_load(r["error_json"]))
+    except ValueError as exc:
+        raise LogStoreError(f"evaluation {r['id']} in the log database cannot be read: {exc}",
+                            fix="the row was probably edited by hand; fix or delete it") from exc
+
+
+def _item(row: Sequence[Any]) -> ItemRecord:
+    r = dict(zip(_ITEM_COLUMNS, row, strict=True))
+    try:
+        return ItemRecord(
+            evaluation_id=r["evaluation_id"], position=r["position"], problem_id=r["problem_id"],
+            type=r["type"], level=r["level"], problem=_load(r["problem_json"], {}) or {},
+            status=r["status"], attempts=r["attempts"], agent_run_id=r["agent_run_id"],
+            run_status=r["run_status"], answer=r["answer"],
+            correct=None if r["correct"] is None else bool(r["correct"]),
+            verdict=_load(r["verdict_json"]),
+            started_at=datetime.fromisoformat(r["started_at"]) if r["started_at"] else None,
+            finished_at=datetime.fromisoformat(r["finished_at"]) if r["finished_at"] else None,
+            duration_ms=r["duration_ms"])
+    except ValueError as exc:
+        raise LogStoreError(f"item {r['position']} of evaluation {r['evaluation_id']} cannot be "
+                            f"read: {exc}", fix="the row was probably edited by hand") from exc

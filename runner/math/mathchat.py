@@ -1,0 +1,301 @@
+"""Solving one math problem with a model: MathChat, and the two baselines it is measured against.
+
+    from runner.math import solve
+    solution = solve("Find the sum of all x with x^2-5x+6=0.", model="m",
+                     base_url="http://127.0.0.1:8000/v1", gold="5")
+    solution.answer, solution.correct, solution.run_id
+
+Methods (all answers go through the same checker):
+
+- `mathchat`: the model reasons step by step and writes Python blocks (sympy) that run in
+  one sandbox session per problem, so state carries over and earlier blocks never re-run.
+  A block that fails or prints nothing gets feedback asking for a fix or a print; after
+  three failing blocks in a row the model is told to solve the step by reasoning; long
+  output is cut with a warning. The conversation ends on a `\\boxed{}` answer in a reply
+  without code, on TERMINATE (no answer) or at the turn limit (15 model messages).
+- `pot` (Program of Thoughts): one program whose printed output is the answer.
+- `vanilla`: no code at all; the answer is the reply's `\\boxed{}`.
+
+Learned functions (a `FunctionSet`) are defined in the session, so blocks call them like
+any Python function, and are offered as native tool calls too (dropped for the rest of
+the conversation if the server refuses them).
+
+Everything runs through the agent loop (`runner.agent`) with the `code` protocol set up
+the MathChat way, so each conversation, its executions and its feedback are in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from ..agent.feedback import functions_reference
+from ..agent.loop import Agent, LogTarget
+from ..agent.protocols import AnswerProtocol, CodeProtocol, ReplyProtocol
+from ..errors import ConfigurationError
+from ..functions import FunctionSet
+from ..logs.agent import AgentRun, AgentStatus, AgentTurn
+from ..sandbox import Sandbox
+from ..types import Limits
+from .checker import Checker, Verdict, asks_for_decimal, check
+from .datasets import Problem
+from .extract import last_boxed
+
+if TYPE_CHECKING:
+    from ..agent.llm import ChatModel
+
+__all__ = ["DEFAULT_MAX_TURNS", "METHODS", "Method", "Solution", "make_agent", "math_protocol",
+           "solve"]
+
+Method = Literal["mathchat", "pot", "vanilla"]
+METHODS: tuple[str, ...] = get_args(Method)
+# Model messages per conversation at most. MathChat stops a conversation after 15; the
+# baselines are single replies by definition.
+DEFAULT_MAX_TURNS: dict[str, int] = {"mathchat": 15, "pot": 1, "vanilla": 1}
+REASON_AFTER_FAILURES = 3
+DEFAULT_MAX_OUTPUT_CHARS = 2000  # what the model reads of one block's output
+STOP_WORD = "TERMINATE"
+
+_MATHCHAT_PROMPT = """\
+You solve competition math problems together with a Python interpreter.
+
+How to work:
+1. Think step by step, one step at a time. When a step needs computing (algebra, \
+counting, checking cases), write it as one ```python block and wait for its output before \
+you go on. Never write the output yourself.
+2. The blocks of a problem run in one Python session: variables, imports and functions \
+from earlier blocks are still defined. Build on them; do not repeat earlier code.
+3. Use sympy for exact work: fractions (Rational), radicals (sqrt) and pi rather than \
+decimals, and simplify results. print() every result you need: only printed output comes \
+back to you.
+4. If a block fails, read the error and fix it. If code keeps failing for a step, work \
+that step out by reasoning instead.
+5. When you have the answer, reply without any code and put the final answer in \
+\\boxed{}, in its simplest exact form (for example \\boxed{\\frac{3}{4}} or \
+\\boxed{2\\sqrt{5}}), or as a decimal only if the problem asks for one.
+6. If the problem cannot be solved, reply with the word TERMINATE."""
+
+_POT_PROMPT = """\
+You solve math problems by writing one Python program.
+
+Reply with a single ```python block: a complete program that computes the answer (use \
+sympy for exact work: fractions, radicals and pi rather than decimals) and prints only the \
+final answer, on its last line, in its simplest exact form (for example 3/4 or \
+2*sqrt(5)). The program runs once and what it prints last is taken as your answer; you \
+will not see its output."""
+
+_VANILLA_PROMPT = """\
+You solve math problems by careful reasoning, without running any code.
+
+Think step by step in words and formulas. End your reply with the final answer in \
+\\boxed{}, in its simplest exact form (for example \\boxed{\\frac{3}{4}} or \
+\\boxed{2\\sqrt{5}}), or as a decimal only if the problem asks for one."""
+
+
+def _functions_text(functions: FunctionSet, *, native: bool) -> str:
+    if not len(functions):
+        return ""
+    how = ("call them in your Python blocks like any function. You may also call one on its own "
+           "through the tool-calling interface" if native else
+           "call them in your Python blocks like any function")
+    return ("\n\nThese functions are already defined in the Python session; " + how + ", or "
+            'with a ```json block holding {"function": "<name>", "arguments": {...}}.\n'
+            + functions_reference(functions))
+
+
+class MathChatProtocol(CodeProtocol):
+    """The code protocol set up the MathChat way (see the module docstring)."""
+
+    def __init__(self, *, native_tools: bool = True) -> None:
+        super().__init__(last_boxed, require_output=True,
+                         reason_after_failures=REASON_AFTER_FAILURES, stop_word=STOP_WORD,
+                         native_tools=native_tools)
+
+    def system_prompt(self, functions: FunctionSet) -> str:
+        return _MATHCHAT_PROMPT + _functions_text(functions, native=self.native_tools)
+
+    def template(self, functions: FunctionSet) -> str:
+        return ("Put code in one ```python block and print() the results. When you have the final "
+                "answer, reply with it as \\boxed{<answer>} and no code block (or TERMINATE if "
+                "the problem cannot be solved).")
+
+    def task_message(self, task: str) -> str:
+        return f"Problem: {task}"
+
+
+class ProgramProtocol(CodeProtocol):
+    """Program of Thoughts: one program, whose last printed line is the answer."""
+
+    def __init__(self) -> None:
+        super().__init__(last_boxed, output_answer=True)
+
+    def system_prompt(self, functions: FunctionSet) -> str:
+        return _POT_PROMPT + _functions_text(functions, native=False)
+
+    def template(self, functions: FunctionSet) -> str:
+        return "Reply with one ```python program that prints only the final answer."
+
+    def task_message(self, task: str) -> str:
+        return f"Problem: {task}"
+
+
+class VanillaProtocol(AnswerProtocol):
+    """No code: the answer is the reply's last `\\boxed{}`."""
+
+    def __init__(self) -> None:
+        super().__init__(last_boxed)
+
+    def system_prompt(self, functions: FunctionSet) -> str:
+        return _VANILLA_PROMPT
+
+    def task_message(self, task: str) -> str:
+        return f"Problem: {task}"
+
+
+def check_method(method: str) -> Method:
+    if method not in METHODS:
+        raise ConfigurationError(f"unknown method {method!r}",
+                                 fix=f"use one of: {', '.join(METHODS)}")
+    return method  # type: ignore[return-value]
+
+
+def math_protocol(method: str, *, native_tools: bool = True) -> ReplyProtocol:
+    """The reply protocol of a method."""
+    chosen = check_method(method)
+    if chosen == "mathchat":
+        return MathChatProtocol(native_tools=native_tools)
+    if chosen == "pot":
+        return ProgramProtocol()
+    return VanillaProtocol()
+
+
+def load_functions(functions: FunctionSet | str | Path | None) -> FunctionSet | None:
+    """A FunctionSet as given, or loaded from its file (`--functions learned.json`)."""
+    if functions is None or isinstance(functions, FunctionSet):
+        return functions
+    # Reading a file changes no function, so nothing goes to the function history.
+    return FunctionSet.load(functions, log_store=False)
+
+
+class Solution(BaseModel):
+    """How one problem went: the conversation's end, the answer, and the verdict if a gold
+    answer was given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    method: str
+    problem: str
+    status: AgentStatus
+    answer: str | None = None
+    stop_reason: str | None = None
+    error: dict[str, Any] | None = None
+    turns: int = 0
+    code_blocks: int = 0
+    sandbox_ms: int = 0
+    gold: str | None = None
+    correct: bool | None = None
+    verdict: Verdict | None = None
+    run: AgentRun
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The solution as `runner math solve --json` prints it (the run without its
+        messages; `runner logs show RUN_ID --json` has them)."""
+        data = self.model_dump(mode="json", exclude={"run"})
+        data["conversation"] = self.run.summary_dict()["turns"]
+        return data
+
+
+def make_agent(llm: ChatModel, *, method: str = "mathchat", functions: FunctionSet | None = None,
+               sandbox: Sandbox | None = None, max_turns: int | None = None,
+               limits: Limits | None = None, budget_s: float | None = 120.0,
+               native_tools: bool = True, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+               on_turn: Callable[[AgentTurn], None] | None = None,
+               log: LogTarget = True) -> Agent:
+    """The agent that solves problems by `method` (one per evaluation; safe to share by
+    threads, each run has its own conversation and session)."""
+    chosen = check_method(method)
+    return Agent(llm, functions, protocol=math_protocol(chosen, native_tools=native_tools),
+                 sandbox=sandbox, max_turns=max_turns or DEFAULT_MAX_TURNS[chosen],
+                 budget_s=budget_s, limits=limits, max_feedback_chars=max_output_chars,
+                 log=log, on_turn=on_turn)
+
+
+def solution_from_run(run: AgentRun, *, method: str, problem: str, gold: str | None,
+                      verdict: Verdict | None) -> Solution:
+    blocks = sum(1 for turn in run.turns for action in turn.actions if action.get("kind") == "code")
+    return Solution(run_id=run.id, method=method, problem=problem, status=run.status,
+                    answer=run.final_answer, stop_reason=run.stop_reason, error=run.error,
+                    turns=len(run.turns), code_blocks=blocks, sandbox_ms=run.sandbox_ms,
+                    gold=gold, correct=None if verdict is None else verdict.equal,
+                    verdict=verdict, run=run)
+
+
+def judge(problem: str, gold: str, answer: str | None, checker: Checker | None = None) -> Verdict:
+    """The checker's verdict on `answer`, decimals allowed when the problem asks for one."""
+    allow_decimal = asks_for_decimal(problem)
+    if checker is not None:
+        return checker.check(gold, answer, allow_decimal=allow_decimal)
+    return check(gold, answer, allow_decimal=allow_decimal)
+
+
+def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | None = None,
+          base_url: str | None = None, api_key: str | None = None, method: str = "mathchat",
+          functions: FunctionSet | str | Path | None = None, sandbox: Sandbox | None = None,
+          backend: str = "restricted", max_turns: int | None = None, limits: Limits | None = None,
+          budget_s: float | None = 120.0, native_tools: bool = True,
+          max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, gold: str | None = None,
+          checker: Checker | None = None, on_turn: Callable[[AgentTurn], None] | None = None,
+          log: LogTarget = True) -> Solution:
+    """Solve one problem (text, or a dataset `Problem`, whose answer is then the gold).
+
+    The model is `llm`, or an `OpenAIChat` made from `model`, `base_url` and `api_key`
+    (which fall back to RUNNER_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY). Without a
+    `sandbox`, one of `backend` is opened for this problem and closed after. With a `gold`
+    answer the solution carries the checker's verdict.
+    """
+    if llm is None:
+        from ..agent.llm import OpenAIChat
+
+        llm = OpenAIChat(model, base_url=base_url, api_key=api_key)
+    text = problem.problem if isinstance(problem, Problem) else problem
+    if isinstance(problem, Problem) and gold is None:
+        gold = problem.answer
+    function_set = load_functions(functions)
+    owns_sandbox = sandbox is None
+    box = sandbox if sandbox is not None else Sandbox(backend=backend, source="math")
+    try:
+        agent = make_agent(llm, method=method, functions=function_set, sandbox=box,
+                           max_turns=max_turns, limits=limits, budget_s=budget_s,
+                           native_tools=native_tools, max_output_chars=max_output_chars,
+                           on_turn=on_turn, log=log)
+        run = agent.run(text)
+    finally:
+        if owns_sandbox:
+            box.close()
+    verdict = judge(text, gold, run.final_answer, checker) if gold is not None else None
+    return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict)
+
+
+def conversation_text(turn: AgentTurn) -> Sequence[tuple[str, str]]:
+    """(speaker, text) pairs of one turn, for showing a conversation as it goes: the model's
+    reply, then what the runner told it back (the outputs and feedback)."""
+    shown: list[tuple[str, str]] = []
+    if turn.error:
+        shown.append(("error", f"[{turn.error.get('code')}] {turn.error.get('message')}"))
+    reply = turn.reply or {}
+    content = str(reply.get("content") or "")
+    calls = reply.get("tool_calls") or []
+    for call in calls:
+        function = call.get("function") or {}
+        content += f"\n[tool call] {function.get('name')}({function.get('arguments')})"
+    if content.strip():
+        shown.append(("model", content.strip()))
+    for message in turn.feedback_messages:
+        text = str(message.get("content") or "")
+        if text.strip():
+            shown.append(("runner", text.strip()))
+    return shown
