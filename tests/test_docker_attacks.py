@@ -76,7 +76,8 @@ def our_containers() -> list[str]:
 
 
 def host_docker_clients() -> int:
-    """`docker run` client processes on the host for our containers (one per container)."""
+    """`docker start -a -i` client processes on the host for our containers (one each)."""
+    names = {c["Names"].encode() for c in containers(f"{RUN_LABEL}={RUN_ID}")}
     count = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -85,8 +86,8 @@ def host_docker_clients() -> int:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if (len(cmd) > 2 and cmd[0].endswith(b"docker") and cmd[1] == b"run"
-                and f"{RUN_LABEL}={RUN_ID}".encode() in cmd):
+        if len(cmd) > 2 and cmd[0].endswith(b"docker") and cmd[1] in (b"run", b"start") \
+                and names & set(cmd):
             count += 1
     return count
 

@@ -29,7 +29,7 @@ import pytest
 
 from conftest import TEST_LABEL, TEST_SESSION
 from runner import ExecutionResult, Limits, Sandbox, Status
-from runner.backends.docker import container_args, Profile
+from runner.backends.docker import Profile, container_config
 from runner.docker import images
 from runner.docker.engine import EngineUnavailableError, containers, docker, engine_info
 from runner.docker.environments import Environment
@@ -85,11 +85,14 @@ def sandbox(_isolated_runner_home: str) -> Iterator[Sandbox]:
 # --- what the messages say ---------------------------------------------------------------
 
 
-def test_containers_never_pull():
-    args = container_args(name="x", image="runner-sandbox:x", profile=Profile.of(Limits()),
-                          env=Environment("", None, {}))
-    assert args[args.index("--pull") + 1] == "never"
-    assert args.index("--pull") < args.index("runner-sandbox:x")
+def test_containers_are_created_through_the_api_with_the_host_hidden():
+    config = container_config(image="runner-sandbox:x", profile=Profile.of(Limits()),
+                              env=Environment("", None, {}))
+    host = config["HostConfig"]
+    assert config["Image"] == "runner-sandbox:x" and config["User"] == "0:0"
+    assert "/proc/cmdline" in host["MaskedPaths"] and "/proc/kcore" in host["MaskedPaths"]
+    assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"]
+    assert config["Hostname"] == "sandbox" and host["CgroupnsMode"] == "private"
 
 
 def test_an_image_that_is_not_built_says_run_runner_images_build():
@@ -303,13 +306,16 @@ def test_a_host_process_killed_during_a_run_leaves_no_container_after_the_next_o
         host.wait()
     left = ours(label)
     assert left, "the killed host's container is already gone: nothing is left to sweep"
+    names = [c["Names"] for c in containers(label)]
+    assert _docker_clients(names), "the orphan's docker client is not found: the check below is blind"
     with Sandbox(backend="docker", log_store=False, labels=LABELS):
         assert ours(label) == [], "the next Sandbox did not sweep the orphaned container"
-    _wait(lambda: not _docker_clients(label), 30, "the orphan's docker client to exit")
+    _wait(lambda: not _docker_clients(names), 30, "the orphan's docker client to exit")
 
 
-def _docker_clients(marker: str) -> list[int]:
-    """`docker run` client processes on the host whose arguments carry `marker`."""
+def _docker_clients(names: list[str]) -> list[int]:
+    """Docker client processes on the host attached to the containers named `names`."""
+    wanted = {name.encode() for name in names}
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -318,7 +324,6 @@ def _docker_clients(marker: str) -> list[int]:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(cmd) > 2 and cmd[0].endswith(b"docker") and cmd[1] == b"run" and \
-                any(marker.encode() in part for part in cmd):
+        if len(cmd) > 2 and cmd[0].endswith(b"docker") and wanted & set(cmd):
             found.append(int(entry))
     return found

@@ -586,3 +586,38 @@ def test_the_wire_format_is_defined_once():
     assert set(wire.LIMIT_FIELDS) == set(Limits.model_fields)
     message = ExecutionRequest(code="x", call=FunctionCall(name="f")).worker_message("id")
     assert set(message) - {"type", "id"} <= set(wire.REQUEST_FIELDS)
+
+
+HOST_IDENTIFIERS = r'''
+import json, os, socket
+def read(path):
+    try:
+        return open(path).read()
+    except OSError as exc:
+        return f"unreadable: {exc.errno}"
+print(json.dumps({"cmdline": read("/proc/cmdline"),
+                  "boot_id": read("/proc/sys/kernel/random/boot_id"),
+                  "hostname": socket.gethostname(), "resolv": read("/etc/resolv.conf"),
+                  "cgroup": read("/proc/self/cgroup"), "mountinfo": read("/proc/self/mountinfo")}))
+'''
+
+
+@pytest.mark.docker
+def test_a_container_hides_what_the_engine_lets_it_hide(_isolated_runner_home):
+    """Docker: the host kernel's command line and boot id are masked, the hostname and
+    resolver are neutral, cgroup paths are the container's own, and a package environment
+    is mounted from a named volume, never from a host directory."""
+    with Sandbox(backend="docker", log_store=False, **backend_options("docker")) as sb:
+        r = sb.run(HOST_IDENTIFIERS, packages=["tabulate"], limits=Limits(timeout_s=30))
+    assert r.status == Status.OK, _describe(r)
+    seen = json.loads(r.stdout)
+    assert seen["cmdline"] == "" and seen["boot_id"] == "", seen
+    assert seen["hostname"] == "sandbox" and "192.0.2.1" in seen["resolv"], seen
+    host_resolver = open("/etc/resolv.conf").read()
+    assert not any(line in seen["resolv"] for line in host_resolver.splitlines()
+                   if line.startswith("nameserver")), seen["resolv"]
+    assert all(line.endswith(":/") for line in seen["cgroup"].split()), seen["cgroup"]
+    env_mount = [line for line in seen["mountinfo"].splitlines() if " /opt/env " in line]
+    assert env_mount and "/var/lib/docker/volumes/runner-env-" in env_mount[0], env_mount
+    home = os.environ["RUNNER_HOME"]
+    assert home not in seen["mountinfo"] and os.path.expanduser("~") + "/" not in seen["mountinfo"]

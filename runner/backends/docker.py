@@ -76,63 +76,92 @@ class Profile:
         return cls(limits.memory_mb, limits.max_processes, limits.max_file_size_mb)
 
 
-def container_args(*, name: str, image: str, profile: Profile, env: Environment,
-                   runtime: str | None = None, extra_labels: dict[str, str] | None = None
-                   ) -> list[str]:
-    """`docker run` arguments for one warm sandbox container."""
-    memory = f"{profile.memory_mb + WORKER_OVERHEAD_MB}m"
-    args = [
-        # Never a pull: there is no registry here, and a missing image must say so.
-        "run", "-i", "--rm", "--pull", "never", "--name", name,
-        "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner_id()}",
-        "--network", "none",
+# The engine's own list of /proc and /sys paths it hides (MaskedPaths replaces it, so it
+# is repeated here), and what the sandbox must not see besides: the host kernel's command
+# line and its boot id (a host identifier that survives across containers).
+DOCKER_MASKED_PATHS = (
+    "/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+    "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+    "/sys/firmware", "/sys/devices/virtual/powercap",
+)
+MASKED_PATHS = (*DOCKER_MASKED_PATHS, "/proc/cmdline", "/proc/sys/kernel/random/boot_id")
+
+
+def container_config(*, image: str, profile: Profile, env: Environment,
+                     runtime: str | None = None, extra_labels: dict[str, str] | None = None
+                     ) -> dict[str, Any]:
+    """The engine API's create request for one warm sandbox container (created through
+    the API, which never pulls: a missing image is an error that says so)."""
+    memory = (profile.memory_mb + WORKER_OVERHEAD_MB) * 1024 * 1024
+    worker = ["--executor", "plain", "--container", "--run-as", SANDBOX_USER]
+    mounts: list[dict[str, Any]] = []
+    if env.volume is not None:
+        # A named volume: inside, the mount shows the engine's neutral volume path, never
+        # a host directory (which would name the host's user and paths).
+        mounts.append({"Type": "volume", "Source": env.volume, "Target": MOUNT_POINT,
+                       "ReadOnly": True})
+        worker += ["--path", MOUNT_POINT]
+    host_config: dict[str, Any] = {
+        "AutoRemove": True,
+        "NetworkMode": "none",
         # Neutral names: nothing of the host (its resolver, the container's id as its
-        # hostname, the host's cgroup paths) is visible inside.
-        "--hostname", "sandbox", "--dns", "192.0.2.1", "--cgroupns", "private",
+        # hostname, the host's cgroup paths, its kernel command line) is visible inside.
+        "Dns": ["192.0.2.1"],
+        "CgroupnsMode": "private",
+        "MaskedPaths": list(MASKED_PATHS),
         # The worker runs as root with only the capabilities to start each run as the
         # sandbox user and to stop it; user code never has any capability, and as a
         # different user it cannot signal, limit or inspect the worker.
-        "--cap-drop", "ALL",
-        *[arg for cap in WORKER_CAPABILITIES for arg in ("--cap-add", cap)],
-        "--security-opt", "no-new-privileges",
-        "--read-only",
-        "--tmpfs", f"/tmp:rw,nosuid,nodev,size={TMPFS_MB}m,mode=1777",
-        "--user", "0:0",
-        "--pids-limit", str(profile.max_processes + PROCESS_OVERHEAD),
-        "--memory", memory, "--memory-swap", memory,
-        "--cpus", "1",
-        "--ulimit", "nofile=1024:1024",
-        "--ulimit", f"fsize={profile.max_file_size_mb * 1024 * 1024}",
-        *(["--init"] if os.environ.get("RUNNER_DOCKER_INIT", "1") == "1" else []),
-        "--workdir", "/tmp",
-        "-e", "HOME=/tmp",
-    ]
-    for key, value in (extra_labels or {}).items():
-        args += ["--label", f"{key}={value}"]
+        "CapDrop": ["ALL"],
+        "CapAdd": list(WORKER_CAPABILITIES),
+        "SecurityOpt": ["no-new-privileges"],
+        "ReadonlyRootfs": True,
+        "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={TMPFS_MB}m,mode=1777"},
+        "PidsLimit": profile.max_processes + PROCESS_OVERHEAD,
+        "Memory": memory,
+        "MemorySwap": memory,
+        "NanoCpus": 1_000_000_000,
+        "Ulimits": [{"Name": "nofile", "Soft": 1024, "Hard": 1024},
+                    {"Name": "fsize", "Soft": profile.max_file_size_mb * 1024 * 1024,
+                     "Hard": profile.max_file_size_mb * 1024 * 1024}],
+        "Init": os.environ.get("RUNNER_DOCKER_INIT", "1") == "1",
+        "Mounts": mounts,
+    }
     if runtime:
-        args += ["--runtime", runtime]
-    worker = ["--executor", "plain", "--container", "--run-as", SANDBOX_USER]
-    if env.path is not None:
-        args += ["-v", f"{env.path}:{MOUNT_POINT}:ro"]
-        worker += ["--path", MOUNT_POINT]
-    return [*args, image, "python3", "-I", "-c", WORKER_MAIN, *worker]
+        host_config["Runtime"] = runtime
+    return {
+        "Image": image,
+        "Cmd": ["python3", "-I", "-c", WORKER_MAIN, *worker],
+        "User": "0:0",
+        "WorkingDir": "/tmp",
+        "Env": ["HOME=/tmp"],
+        "Hostname": "sandbox",
+        "Labels": {LABEL: "1", OWNER_LABEL: owner_id(), **(extra_labels or {})},
+        "AttachStdin": True, "AttachStdout": True, "AttachStderr": True,
+        "OpenStdin": True, "StdinOnce": True, "Tty": False,
+        "HostConfig": host_config,
+    }
 
 
 class DockerWorker(WorkerProcess):
-    """A worker whose process is `docker run -i`: killing it must remove the container.
+    """A worker whose process is `docker start -a -i` of a container created through the
+    API: killing it must remove the container.
 
     Its failures are told apart by asking the engine: an engine that does not answer is
     the cause whatever the worker's own symptom (EOF, exit status 125 or 143)."""
 
-    def __init__(self, args: list[str], name: str, start_timeout: float, *,
+    def __init__(self, config: dict[str, Any], name: str, start_timeout: float, *,
                  image: str = "") -> None:
         self.name = name
+        from ..docker.api import create_container
         from ..docker.engine import docker_cli
 
+        create_container(name, config)
         try:
-            super().__init__([docker_cli(), *args], env=_client_env(),
+            super().__init__([docker_cli(), "start", "-a", "-i", name], env=_client_env(),
                              start_timeout=start_timeout)
         except WorkerStartError as exc:
+            remove_containers([name])
             raise _start_failure(exc, image) from None
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -271,9 +300,9 @@ class DockerBackend(WorkerBackend):
             if pool is None:
                 def start() -> WorkerProcess:
                     name = f"runner-{new_id().lower()}"
-                    args = container_args(name=name, image=self.image, profile=profile, env=env,
-                                          runtime=self.runtime, extra_labels=self.labels)
-                    return DockerWorker(args, name, self.start_timeout, image=self.image)
+                    config = container_config(image=self.image, profile=profile, env=env,
+                                              runtime=self.runtime, extra_labels=self.labels)
+                    return DockerWorker(config, name, self.start_timeout, image=self.image)
 
                 pool = self._pools[key] = WorkerPool(start, self.pool_size)
             return pool
@@ -329,7 +358,7 @@ __all__ = [
     "BackendUnavailableError",
     "DockerBackend",
     "check_available",
-    "container_args",
+    "container_config",
     "docker",
     "sweep_orphans",
 ]

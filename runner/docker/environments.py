@@ -8,8 +8,10 @@ cached, mounted read-only.
    (index, certificates, find-links), binary only, for the image's Python and platform.
 4. A throwaway container with no network installs them into a directory (pip runs
    from its own wheel; the sandbox image carries no pip) and compiles bytecode.
-5. The directory is cached under $RUNNER_HOME/envs/<hash of the requests and image>
-   and mounted read-only into sandboxes; the second use costs nothing.
+5. The directory is cached under $RUNNER_HOME/envs/<hash of the requests and image>,
+   and copied once into a named volume of the engine (runner-env-<hash>), which is what
+   sandboxes mount, read-only: inside a sandbox the mount shows the engine's neutral
+   volume path, never a host directory. The second use costs nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Environment:
     key: str  # "" when the image's own packages satisfy the request
     path: Path | None
     versions: dict[str, str]  # requested name -> version that will run
+    volume: str | None = None  # the engine volume sandboxes mount (a copy of `path`)
 
 
 def _lock(key: str) -> threading.Lock:
@@ -142,7 +145,8 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         if (target / _COMPLETE).is_file():
             versions = json.loads((target / _COMPLETE).read_text())
-            return Environment(key, target, _select(versions, requests))
+            volume = _volume(key, target, image, timeout)
+            return Environment(key, target, _select(versions, requests), volume)
         cache = runner_home(writable=True) / "cache"
         wheels = cache / "wheels" / key
         wheels.mkdir(parents=True, exist_ok=True)
@@ -159,7 +163,50 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
             os.replace(staging, target)  # atomic: a half-built environment is never used
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return Environment(key, target, _select(versions, requests))
+        volume = _volume(key, target, image, timeout)
+        return Environment(key, target, _select(versions, requests), volume)
+
+
+_VOLUME_LABEL = "org.runner.env"
+_VOLUME_RECORD = ".volume"  # in the environment's directory: the volume it was copied to
+
+
+def _volume(key: str, target: Path, image: str, timeout: float) -> str:
+    """The engine volume holding a copy of the environment at `target`, copied now if the
+    engine does not have it (first use, or an engine whose storage was reset). The caller
+    holds the environment's lock."""
+    name = f"runner-env-{key}"
+    record = target / _VOLUME_RECORD
+    created = _volume_created(name)
+    if created is not None and record.is_file() and record.read_text() == created:
+        return name
+    if created is not None:  # there, but not known to be complete: start again
+        docker(["volume", "rm", "-f", name], check=False, timeout=60)
+    docker(["volume", "create", "--label", f"{_VOLUME_LABEL}={key}", name], timeout=60)
+    args = ["run", "--rm", "--pull", "never", "--network", "none", "--cap-drop", "ALL",
+            "--cap-add", "DAC_OVERRIDE", "--cap-add", "CHOWN", "--cap-add", "FOWNER",
+            "--security-opt", "no-new-privileges", "--user", "0:0",
+            "-v", f"{target}:/src:ro", "-v", f"{name}:/dst", "--entrypoint", "sh", image,
+            "-c", "cp -a /src/. /dst/ && chmod -R a+rX /dst"]
+    try:
+        docker(args, timeout=timeout)
+    except EngineUnavailableError:
+        raise
+    except DockerCommandError as exc:
+        docker(["volume", "rm", "-f", name], check=False, timeout=60)
+        raise InstallFailed(f"could not copy the environment into the volume {name}: "
+                            f"{exc.stderr[-500:] or exc.message}") from None
+    created = _volume_created(name)
+    record.write_text(created or "")
+    return name
+
+
+def _volume_created(name: str) -> str | None:
+    proc = docker(["volume", "inspect", "--format", "{{.CreatedAt}}", name], check=False,
+                  timeout=30)
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.decode().strip() or None
 
 
 def _readable_by_all(root: Path) -> None:
