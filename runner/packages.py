@@ -15,6 +15,11 @@ from importlib import metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+# The error type of a result whose packages were refused before anything ran (a name that
+# is not a plain requirement, a package the backend does not offer or allow), the same on
+# every backend, so that the agent's feedback (PACKAGE_UNAVAILABLE) does not depend on it.
+PACKAGE_REFUSED = "PackageUnavailable"
+
 MAX_REQUIREMENT_LENGTH = 200
 
 

@@ -294,3 +294,27 @@ def test_a_request_that_is_not_json_is_refused_before_any_worker(sandbox):
     assert r.status == Status.INVALID_ARGS
     assert "JSON" in r.error.message
     assert_still_works(sandbox)
+
+
+# --- packages: the same refusal, and the same feedback, on every backend -------------------
+
+@pytest.mark.parametrize("requirement", [
+    "x; os_name=='posix' --index-url=http://evil",
+    "git+https://example.invalid/x",
+    "numpy @ file:///etc/passwd",
+    "--extra-index-url=http://evil",
+])
+def test_a_package_that_is_not_a_plain_requirement_is_refused_alike(sandbox, requirement):
+    from runner.agent.feedback import ErrorCode, observe
+    from runner.packages import PACKAGE_REFUSED
+
+    r = sandbox.run("print('ran')", packages=[requirement])
+    assert r.status == Status.DENIED and r.stdout == "", _describe(r)
+    assert r.error is not None and r.error.type == PACKAGE_REFUSED, _describe(r)
+    assert observe(r, label="the block").codes == [ErrorCode.PACKAGE_UNAVAILABLE]
+
+
+def test_an_available_package_runs_and_records_its_version(sandbox):
+    r = sandbox.run("import sympy\nprint(sympy.Integer(2) ** 10)", packages=["sympy>=1.12"])
+    assert_ok(r, "1024\n")
+    assert "sympy" in r.packages and r.packages["sympy"][0].isdigit(), r.packages

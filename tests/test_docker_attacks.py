@@ -642,7 +642,7 @@ def test_package_name_injection_is_denied(sb, requirement):
     before = sorted(wheels.iterdir()) if wheels.is_dir() else []
     r = sb.run("print('ran')", packages=[requirement])
     assert_status(r, Status.DENIED)
-    assert r.error.type == "PackageRefused" and repr(requirement) in r.error.message, _describe(r)
+    assert r.error.type == "PackageUnavailable" and repr(requirement) in r.error.message, _describe(r)
     assert r.stdout == "" and r.packages == {}, _describe(r)
     assert (sorted(wheels.iterdir()) if wheels.is_dir() else []) == before, "pip was run"
     assert_next_run_works(sb)

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..packages import PACKAGE_REFUSED
 from ..types import ExecutionResult, Status
 
 DEFAULT_MAX_CHARS = 3000
@@ -326,7 +327,7 @@ def problem_for_result(result: ExecutionResult, *, label: str, spec: Any = None,
                         reminder=_fix_reminder(kind, "use less memory (smaller data, generators)",
                                                reference, template),
                         execution_id=result.id)
-    if (result.status is Status.INSTALL_FAILED or error_type in ("PackageUnavailable",
+    if (result.status is Status.INSTALL_FAILED or error_type in (PACKAGE_REFUSED,
                                                                  "ModuleNotFoundError")):
         return Feedback(code=ErrorCode.PACKAGE_UNAVAILABLE, message=f"{label} failed: {message}",
                         details={"error": f"{error_type}: {message}" if error_type else ""},

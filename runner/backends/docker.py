@@ -43,7 +43,7 @@ from ..docker.engine import (
 from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
 from ..errors import BackendUnavailableError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
-from ..packages import PackageRequestError, parse_requirements
+from ..packages import PACKAGE_REFUSED, PackageRequestError, parse_requirements
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
 from .worker_backend import BackendSession, Placement, Refusal, WorkerBackend
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
@@ -311,11 +311,11 @@ class DockerBackend(WorkerBackend):
         try:
             requests = parse_requirements(request.packages)
         except PackageRequestError as exc:
-            raise Refusal(Status.DENIED, "PackageRefused", str(exc)) from None
+            raise Refusal(Status.DENIED, PACKAGE_REFUSED, str(exc)) from None
         if self.package_allowlist is not None:
             refused = [r.name for r in requests if r.name not in self.package_allowlist]
             if refused:
-                raise Refusal(Status.DENIED, "PackageRefused",
+                raise Refusal(Status.DENIED, PACKAGE_REFUSED,
                               f"package {', '.join(refused)} is not on this sandbox's allowlist "
                               f"({', '.join(sorted(self.package_allowlist))})")
         key = tuple(sorted(str(r) for r in requests))

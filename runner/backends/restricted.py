@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import ConfigurationError
-from ..packages import PackageRequestError, installed_version, parse_requirements
+from ..packages import PACKAGE_REFUSED, PackageRequestError, installed_version, parse_requirements
 from ..types import ExecutionRequest, Status
 from ..worker.guards import DEFAULT_ALLOWED_MODULES
 from .worker_backend import Placement, Refusal, WorkerBackend
@@ -58,11 +58,11 @@ class RestrictedBackend(WorkerBackend):
         try:
             requests = parse_requirements(requested)
         except PackageRequestError as exc:
-            raise Refusal(Status.DENIED, "PackageUnavailable", str(exc)) from None
+            raise Refusal(Status.DENIED, PACKAGE_REFUSED, str(exc)) from None
         versions: dict[str, str] = {}
 
         def refuse(message: str) -> Refusal:
-            return Refusal(Status.DENIED, "PackageUnavailable", message, versions)
+            return Refusal(Status.DENIED, PACKAGE_REFUSED, message, versions)
 
         for request in requests:
             name = request.name
