@@ -158,9 +158,22 @@ def _secret(kind: str) -> str:
     return f"{kind}-{secrets.token_hex(12)}"
 
 
-def test_a_run_finds_no_trace_of_earlier_runs_in_its_memory(fresh):
-    if fresh.tier == "restricted-hook":
-        pytest.skip("the audit hook refuses the C-level reads this dump needs; see 'kernel'")
+@pytest.fixture(params=_tier_params(["restricted-kernel", "docker"]))
+def dumpable(request: pytest.FixtureRequest):
+    """Tiers where a run may read its own memory (under the audit hook it may not: the
+    dump needs C-level reads, which the hook refuses; 'kernel' is that same child)."""
+    if request.param == "docker":
+        sb = Sandbox(backend="docker", log_store=False, pool_size=1, **backend_options("docker"))
+    else:
+        os.environ[TEST_LAYERS_VARIABLE] = "1"
+        sb = Sandbox(backend="restricted", log_store=False, pool_size=1, layers="kernel")
+    with sb:
+        sb.tier = request.param  # type: ignore[attr-defined]
+        yield sb
+
+
+def test_a_run_finds_no_trace_of_earlier_runs_in_its_memory(dumpable):
+    fresh = dumpable
     planted = []
     for n in range(6):
         in_code, in_args, in_output = _secret("code"), _secret("arg"), _secret("out")
