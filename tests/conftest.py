@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-BACKENDS = ["restricted", pytest.param("docker", marks=pytest.mark.docker)]
+BACKENDS = ["restricted", pytest.param("docker", marks=pytest.mark.docker),
+            pytest.param("ray", marks=pytest.mark.ray)]
 
 
 @functools.cache
@@ -70,8 +71,51 @@ TEST_SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def backend_options(backend: str) -> dict[str, object]:
-    """Containers made by tests carry a label, so the sweep below finds every one."""
-    return {"labels": {TEST_LABEL: TEST_SESSION}} if backend == "docker" else {}
+    """Containers made by tests carry a label, so the sweep below finds every one; ray
+    sandboxes run on the session's local cluster (the `ray` marker starts it)."""
+    if backend == "docker":
+        return {"labels": {TEST_LABEL: TEST_SESSION}}
+    if backend == "ray":
+        assert _RAY_CLUSTER, "a ray test without the `ray` marker or the ray_cluster fixture"
+        return {"ray_address": _RAY_CLUSTER[0].address}
+    return {}
+
+
+# The cluster nodes report a lost node within seconds (Ray's default takes about 15 s):
+# a heartbeat a second, dead after five missed.
+RAY_TEST_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                "RAY_health_check_failure_threshold": "5", "RAY_health_check_initial_delay_ms": "1000"}
+_RAY_CLUSTER: list[object] = []
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A two-node Ray cluster on loopback (one CPU per node), for the whole test session.
+
+    Its files live in a short temporary directory (Ray's socket paths must fit), usage
+    statistics are off, and every process of it is ended when the session ends, failed
+    tests or not (by session id: other Ray processes on the machine are left alone)."""
+    import shutil
+    import tempfile
+
+    from runner.backends.ray_cluster import LocalCluster
+
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    try:
+        with LocalCluster(temp, nodes=2, cpus_per_node=1, env=RAY_TEST_ENV) as cluster:
+            _RAY_CLUSTER.append(cluster)
+            try:
+                yield cluster
+            finally:
+                _RAY_CLUSTER.clear()
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _ray_cluster_when_marked(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("ray") is not None:
+        request.getfixturevalue("ray_cluster")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -90,6 +134,8 @@ def sandbox(request: pytest.FixtureRequest, _isolated_runner_home: str):
     """One warm Sandbox per backend, shared by the whole session (warm-up costs ~1 s)."""
     from runner import Sandbox
 
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
     with Sandbox(backend=request.param, **backend_options(request.param)) as sb:
         yield sb
 

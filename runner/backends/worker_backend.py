@@ -47,6 +47,9 @@ class Refusal(Exception):
 
 def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
     fields = {key: reply[key] for key in _REPLY_FIELDS if key in reply}
+    if isinstance(fields.get("resources"), dict):
+        # Where a run ran is the host's to say (the ray backend), never the worker's.
+        fields["resources"] = {k: v for k, v in fields["resources"].items() if k != "node"}
     try:
         return ExecutionResult(**base, **fields)
     except ValidationError as exc:
