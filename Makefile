@@ -68,6 +68,7 @@ bench: docker-ready
 	$(BIN)/python bench/bench_docker.py
 	$(BIN)/python bench/bench_checker.py
 	$(BIN)/python bench/bench_viewer.py
+	$(BIN)/python bench/bench_ray.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

@@ -17,11 +17,13 @@ Prints one line per benchmark and exits non-zero if a target is missed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,6 +45,20 @@ def batch_seconds(sandbox: Any, code: str, count: int, threads: int) -> float:
     return time.perf_counter() - started
 
 
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=100)
@@ -57,6 +73,7 @@ def main() -> int:
     rows: list[tuple[str, float, float, float | None, str]] = []
     try:
         with LocalCluster(temp, nodes=2, cpus_per_node=1) as cluster, \
+                _environment(cluster.driver_env), \
                 Sandbox(backend="ray", ray_address=cluster.address) as through_ray, \
                 Sandbox(backend="restricted", pool_size=cores) as inner:
             through_ray.warm()

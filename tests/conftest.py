@@ -77,7 +77,8 @@ def backend_options(backend: str) -> dict[str, object]:
         return {"labels": {TEST_LABEL: TEST_SESSION}}
     if backend == "ray":
         assert _RAY_CLUSTER, "a ray test without the `ray` marker or the ray_cluster fixture"
-        return {"ray_address": _RAY_CLUSTER[0].address}
+        # One actor per node: the nodes' other CPU is left for a second driver (the CLI tests).
+        return {"ray_address": _RAY_CLUSTER[0].address, "actors_per_node": 1}
     return {}
 
 
@@ -90,7 +91,7 @@ _RAY_CLUSTER: list[object] = []
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """A two-node Ray cluster on loopback (one CPU per node), for the whole test session.
+    """A two-node Ray cluster on loopback (two CPUs per node), for the whole test session.
 
     Its files live in a short temporary directory (Ray's socket paths must fit), usage
     statistics are off, and every process of it is ended when the session ends, failed
@@ -102,12 +103,19 @@ def ray_cluster():
 
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     try:
-        with LocalCluster(temp, nodes=2, cpus_per_node=1, env=RAY_TEST_ENV) as cluster:
+        with LocalCluster(temp, nodes=2, cpus_per_node=2, env=RAY_TEST_ENV) as cluster:
             _RAY_CLUSTER.append(cluster)
+            saved = {key: os.environ.get(key) for key in cluster.driver_env}
+            os.environ.update(cluster.driver_env)  # this process and the CLIs it starts may use it
             try:
                 yield cluster
             finally:
                 _RAY_CLUSTER.clear()
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

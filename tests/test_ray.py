@@ -12,6 +12,7 @@ nodes again for whatever runs after it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,10 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import backend_options
+from starlette.testclient import TestClient
 
 from runner import ExecutionResult, Sandbox, Status
 from runner.backends.base import run_was_lost
+from runner.errors import BackendUnavailableError
 from runner.logs import LogStore
+from runner.logs.render import render_execution
+from runner.logs.viewer import create_app
 
 pytestmark = pytest.mark.ray
 # A second of work (the restricted tier has no `time`): long enough to be in flight at the kill.
@@ -45,8 +51,8 @@ def _wait_for(condition, timeout_s: float, what: str) -> None:
 
 @pytest.fixture
 def ray_sandbox(ray_cluster, tmp_path: Path):
-    with Sandbox(backend="ray", ray_address=ray_cluster.address,
-                 log_store=LogStore(tmp_path / "log.sqlite")) as sandbox:
+    with Sandbox(backend="ray", log_store=LogStore(tmp_path / "log.sqlite"),
+                 **backend_options("ray")) as sandbox:
         sandbox.warm()
         yield sandbox
 
@@ -60,8 +66,14 @@ def test_runs_spread_over_both_nodes_and_record_where_they_ran(ray_sandbox):
     assert all(node.startswith("127.0.0.1/") for node in nodes)
     assert ray_sandbox.backend_name == "ray"
     assert {r.backend for r in results} == {"restricted"}  # the tier that ran the code
-    logged = ray_sandbox.log_store.get_execution(results[0].id)
-    assert logged.result.resources.node == results[0].resources.node
+    store = ray_sandbox.log_store
+    logged = store.get_execution(results[0].id)
+    node = results[0].resources.node
+    assert logged.result.resources.node == node
+    # `runner logs show` and the viewer's execution page say where it ran.
+    assert f"node       {node}\n" in render_execution(logged)
+    page = TestClient(create_app(store.path), base_url="http://127.0.0.1").get(f"/executions/{logged.id}")
+    assert page.status_code == 200 and f"<th>Node</th><td>{node}</td>" in page.text
 
 
 def test_a_session_keeps_its_state_on_one_actor(ray_sandbox):
@@ -77,7 +89,7 @@ def test_a_session_keeps_its_state_on_one_actor(ray_sandbox):
 def test_a_node_lost_mid_batch(ray_cluster, tmp_path: Path):
     """Kill the second node (its raylet, then its other processes) while runs are in flight on it."""
     store = LogStore(tmp_path / "log.sqlite")
-    with Sandbox(backend="ray", ray_address=ray_cluster.address, log_store=store) as sandbox:
+    with Sandbox(backend="ray", log_store=store, **backend_options("ray")) as sandbox:
         sandbox.warm()
         second = ray_cluster.nodes[1]
         second_label = next(n for n in sandbox._backend.placement() if n.endswith(second.node_id()[:12]))
@@ -152,6 +164,29 @@ def test_a_node_lost_mid_batch(ray_cluster, tmp_path: Path):
     ray_cluster.nodes.remove(second)
 
 
+@pytest.mark.docker
+def test_docker_as_the_inner_tier_on_the_nodes(ray_cluster):
+    options = {**backend_options("ray"), **backend_options("docker")}
+    with Sandbox(backend="ray", inner="docker", log_store=False, **options) as sandbox:
+        results = [sandbox.run("import numpy\nprint(numpy.arange(3).sum())") for _ in range(4)]
+    for r in results:
+        assert r.ok and r.stdout == "3\n", (r.status, r.error)
+        assert r.backend == "docker" and r.image and r.resources.node
+
+
+@pytest.mark.docker
+def test_a_node_that_lacks_the_image_says_so(ray_cluster):
+    options = {**backend_options("ray"), **backend_options("docker")}
+    with pytest.raises(BackendUnavailableError) as caught, \
+            Sandbox(backend="ray", inner="docker", image="runner-sandbox:no-such-tag",
+                    build_images=False, log_store=False, **options) as sandbox:
+        sandbox.warm()
+    message = caught.value.message
+    assert "runner-sandbox:no-such-tag" in message and "not built" in message
+    assert message.count("node 127.0.0.1/") == 2, message  # each node, by name
+    assert "runner images build" in message
+
+
 def _cli(*args: str, code: str = "print(6 * 7)", python: tuple[str, ...] = ("-m", "runner")
          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *python, *args], input=code, capture_output=True,
@@ -165,6 +200,30 @@ def test_the_command_line_runs_on_the_cluster(ray_cluster, client):
     assert result.returncode == 0, result.stderr
     assert '"stdout": "42\\n"' in result.stdout
     assert '"node": "127.0.0.1/' in result.stdout
+
+
+LOCAL_RAY = """
+import json
+import ray
+from runner import Sandbox
+with Sandbox(backend="ray", log_store=False) as sandbox:
+    result = sandbox.run("print(6 * 7)")
+    addresses = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
+print(json.dumps({"stdout": result.stdout, "node": result.resources.node, "addresses": addresses,
+                  "connected": ray.is_initialized()}))
+"""
+
+
+def test_without_an_address_a_private_local_ray_starts_on_loopback_and_stops():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    result = subprocess.run([sys.executable, "-c", LOCAL_RAY], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["stdout"] == "42\n"
+    assert report["addresses"] == ["127.0.0.1"]  # Ray would otherwise take the machine's address
+    assert report["node"].startswith("127.0.0.1/")
+    assert report["connected"] is False  # closing the last Sandbox shut the private Ray down
 
 
 def test_ray_flags_without_the_ray_backend_are_a_usage_error():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -117,7 +118,8 @@ class LocalNode:
 
 
 class LocalCluster:
-    """`with LocalCluster(tmp, nodes=2) as cluster: Sandbox(backend="ray", ray_address=cluster.address)`."""
+    """`with LocalCluster(tmp, nodes=2) as cluster:` then, in a process whose environment has
+    `cluster.driver_env`, `Sandbox(backend="ray", ray_address=cluster.address)`."""
 
     def __init__(self, temp_dir: Path | str, *, nodes: int = 2, cpus_per_node: int = 1,
                  env: dict[str, str] | None = None) -> None:
@@ -127,8 +129,11 @@ class LocalCluster:
         self.address = f"{LOOPBACK}:{self.port}"
         self.client_port = free_port()
         self.client_address = f"ray://{LOOPBACK}:{self.client_port}"
+        # Token authentication with a token of this cluster's own: only processes given
+        # `driver_env` can join or use it, and nothing is written to ~/.ray.
+        self.driver_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
-                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **(env or {})}
+                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **self.driver_env, **(env or {})}
         self.nodes: list[LocalNode] = []
         try:
             self._start_node(head=True)
