@@ -69,6 +69,7 @@ bench: docker-ready
 	$(BIN)/python bench/bench_checker.py
 	$(BIN)/python bench/bench_viewer.py
 	$(BIN)/python bench/bench_math_eval.py
+	$(BIN)/python bench/bench_ray.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

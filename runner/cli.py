@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .backends.base import backend_names
-from .cli_options import limit
+from .cli_options import backend_options, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
 from .terminal import json_text
@@ -109,16 +109,18 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
               help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
+@ray_options
 def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
                  cpu_s: float | None, max_output_bytes: int | None, packages: tuple[str, ...],
-                 as_json: bool, raw: bool) -> None:
+                 as_json: bool, raw: bool, ray_address: str | None, ray_inner: str | None) -> None:
     """Run Python code from FILE (or standard input, `-`) in the sandbox."""
     from .sandbox import Sandbox
 
+    options = backend_options(backend, ray_address, ray_inner)
     code = _read_code(source)
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
                                      max_output_bytes=max_output_bytes)
-    with Sandbox(backend=backend, source="cli") as sandbox:
+    with Sandbox(backend=backend, source="cli", **options) as sandbox:
         result = sandbox.run(code, limits=limits, packages=packages)
     if as_json:
         click.echo(json_text(result.to_json_dict()), color=True)
@@ -236,8 +238,10 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
               help="Memory limit in MB (default 256).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
+@ray_options
 def call_command(path: str, name: str, arguments_text: str, backend: str,
-                 timeout_s: float | None, memory_mb: int | None, as_json: bool, raw: bool) -> None:
+                 timeout_s: float | None, memory_mb: int | None, as_json: bool, raw: bool,
+                 ray_address: str | None, ray_inner: str | None) -> None:
     """Call function NAME of the set in FILE with --args, in the sandbox.
 
     The arguments are checked against the function's schema first (status invalid_args
@@ -245,13 +249,14 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
     """
     from .sandbox import Sandbox
 
+    options = backend_options(backend, ray_address, ray_inner)
     arguments = _parse_arguments(arguments_text)
     function_set = _load_set(path)
     if name not in function_set:
         raise click.BadParameter(f"{path} has no function {name!r}; it has: "
                                  f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-    with Sandbox(backend=backend, source="cli", limits=limits) as sandbox:
+    with Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
         result = sandbox.call(function_set, name, arguments)
     if as_json:
         click.echo(json_text(result.to_json_dict()), color=True)

@@ -16,7 +16,7 @@ import click
 from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
 from .backends.base import backend_names
-from .cli_options import limit, number
+from .cli_options import backend_options, limit, number, ray_options
 from .cli_output import RAW_HELP, Printer
 from .terminal import json_text, sanitize_for_terminal
 from .terminal import status as status_text
@@ -79,11 +79,13 @@ def _progress_line(turn: Any) -> str:
                    "outputs are cut in what is sent (never in the log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
+@ray_options
 def agent_command(task: str, functions_path: str | None, protocol: str, model: str | None,
                   base_url: str | None, api_key: str | None, max_turns: int, max_failures: int,
                   budget_s: float, timeout_s: float | None, backend: str,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                  retries: int, context_chars: int, as_json: bool, raw: bool) -> None:
+                  retries: int, context_chars: int, as_json: bool, raw: bool,
+                  ray_address: str | None, ray_inner: str | None) -> None:
     """Let a model work on TASK, running what it asks for in the sandbox.
 
     Every turn is logged: `runner logs show RUN_ID` shows the conversation with the
@@ -93,13 +95,14 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
     from .functions import FunctionSet
     from .sandbox import Sandbox
 
+    options = backend_options(backend, ray_address, ray_inner)
     # Reading a file changes no function, so nothing goes to the function history.
     functions = FunctionSet.load(functions_path, log_store=False) if functions_path else None
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
                      timeout_s=llm_timeout, max_retries=retries, temperature=temperature,
                      max_tokens=max_tokens)
     limits = Limits().with_overrides(timeout_s=timeout_s)
-    with Sandbox(backend=backend, source="agent", limits=limits) as sandbox:
+    with Sandbox(backend=backend, source="agent", limits=limits, **options) as sandbox:
         agent = Agent(llm, functions, protocol=protocol, sandbox=sandbox, max_turns=max_turns,
                       max_consecutive_failures=max_failures, budget_s=budget_s,
                       max_context_chars=context_chars, on_turn=None if as_json else _progress)

@@ -9,12 +9,16 @@ CLI and the Python API accept exactly the same values.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
+from .backends.base import RAY_INNER_BACKENDS
 from .ranges import Range, field_range
 from .types import Limits
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Number(click.ParamType[float, Any]):
@@ -49,3 +53,28 @@ def limit(field: str) -> Number:
 def number(low: float | None = None, high: float | None = None, *, low_open: bool = False,
            integer: bool = False) -> Number:
     return Number(Range(low, low_open, high, False, integer=integer))
+
+
+def ray_options(command: F) -> F:
+    """--ray-address and --ray-inner, for the commands that take --backend."""
+    command = click.option(
+        "--ray-inner", type=click.Choice(RAY_INNER_BACKENDS),
+        help="With --backend ray: the isolation tier on the cluster's nodes (default restricted).")(command)
+    return click.option(
+        "--ray-address", metavar="ADDRESS",
+        help="With --backend ray: the cluster, 'auto' (the one running here), host:port or "
+             "ray://host:10001 (default: RAY_ADDRESS, else a local Ray).")(command)
+
+
+def backend_options(backend: str, ray_address: str | None, ray_inner: str | None) -> dict[str, Any]:
+    """The Sandbox options the backend flags ask for; a usage error for ray flags without ray."""
+    if backend != "ray":
+        if ray_address is not None or ray_inner is not None:
+            raise click.UsageError("--ray-address and --ray-inner go with --backend ray")
+        return {}
+    options: dict[str, Any] = {}
+    if ray_address is not None:
+        options["ray_address"] = ray_address
+    if ray_inner is not None:
+        options["inner"] = ray_inner
+    return options

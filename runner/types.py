@@ -102,6 +102,7 @@ class ErrorInfo(_Frozen):
 class Resources(_Frozen):
     cpu_ms: int = 0
     max_rss_kb: int = 0
+    node: str | None = None  # the cluster node that ran it (the ray backend); None: this host
 
 
 class FunctionCall(_Frozen):

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-BACKENDS = ["restricted", pytest.param("docker", marks=pytest.mark.docker)]
+BACKENDS = ["restricted", pytest.param("docker", marks=pytest.mark.docker),
+            pytest.param("ray", marks=pytest.mark.ray)]
 
 
 @functools.cache
@@ -70,8 +71,59 @@ TEST_SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def backend_options(backend: str) -> dict[str, object]:
-    """Containers made by tests carry a label, so the sweep below finds every one."""
-    return {"labels": {TEST_LABEL: TEST_SESSION}} if backend == "docker" else {}
+    """Containers made by tests carry a label, so the sweep below finds every one; ray
+    sandboxes run on the session's local cluster (the `ray` marker starts it)."""
+    if backend == "docker":
+        return {"labels": {TEST_LABEL: TEST_SESSION}}
+    if backend == "ray":
+        assert _RAY_CLUSTER, "a ray test without the `ray` marker or the ray_cluster fixture"
+        # One actor per node: the nodes' other CPU is left for a second driver (the CLI tests).
+        return {"ray_address": _RAY_CLUSTER[0].address, "actors_per_node": 1}
+    return {}
+
+
+# The cluster nodes report a lost node within seconds (Ray's default takes about 15 s):
+# a heartbeat a second, dead after five missed.
+RAY_TEST_ENV = {"RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+                "RAY_health_check_failure_threshold": "5", "RAY_health_check_initial_delay_ms": "1000"}
+_RAY_CLUSTER: list[object] = []
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A two-node Ray cluster on loopback (two CPUs per node), for the whole test session.
+
+    Its files live in a short temporary directory (Ray's socket paths must fit), usage
+    statistics are off, and every process of it is ended when the session ends, failed
+    tests or not (by session id: other Ray processes on the machine are left alone)."""
+    import shutil
+    import tempfile
+
+    from runner.backends.ray_cluster import LocalCluster
+
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    try:
+        with LocalCluster(temp, nodes=2, cpus_per_node=2, env=RAY_TEST_ENV) as cluster:
+            _RAY_CLUSTER.append(cluster)
+            saved = {key: os.environ.get(key) for key in cluster.driver_env}
+            os.environ.update(cluster.driver_env)  # this process and the CLIs it starts may use it
+            try:
+                yield cluster
+            finally:
+                _RAY_CLUSTER.clear()
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _ray_cluster_when_marked(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("ray") is not None:
+        request.getfixturevalue("ray_cluster")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -90,6 +142,8 @@ def sandbox(request: pytest.FixtureRequest, _isolated_runner_home: str):
     """One warm Sandbox per backend, shared by the whole session (warm-up costs ~1 s)."""
     from runner import Sandbox
 
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
     with Sandbox(backend=request.param, **backend_options(request.param)) as sb:
         yield sb
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import UnknownBackendError
-from ..types import ExecutionRequest, ExecutionResult
+from ..errors import BackendUnavailableError, UnknownBackendError
+from ..types import ExecutionRequest, ExecutionResult, Status
 
 
 class Backend(Protocol):
@@ -24,6 +24,22 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
 
+
+# Error types of `crashed` results whose run the backend lost: its cluster node (or the
+# actor holding the sandbox there) went away mid-run, or no node could take the run. They
+# say nothing about the code, and a sandboxed run leaves nothing behind, so a caller that
+# counts outcomes (an evaluation) runs such a request again instead of counting it.
+LOST_RUN_ERRORS = frozenset({"NodeLost", "NoCapacity"})
+
+
+def run_was_lost(result: ExecutionResult) -> bool:
+    """Whether the backend lost this run (see LOST_RUN_ERRORS): run it again, once."""
+    return result.status is Status.CRASHED and result.error is not None and \
+        result.error.type in LOST_RUN_ERRORS
+
+
+# The tiers a ray backend's actors can hold on the cluster's nodes.
+RAY_INNER_BACKENDS = ("restricted", "docker")
 
 BackendFactory = Callable[..., Backend]
 _REGISTRY: dict[str, Callable[[], BackendFactory]] = {}
@@ -60,5 +76,18 @@ def _load_docker() -> BackendFactory:
     return DockerBackend
 
 
+def _load_ray() -> BackendFactory:
+    try:
+        import ray  # noqa: F401  (an optional extra)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"the ray backend needs Ray, which cannot be imported here ({exc})",
+            fix="pip install 'runner[ray]'") from None
+    from .ray import RayBackend
+
+    return RayBackend
+
+
 register_backend("restricted", _load_restricted)
 register_backend("docker", _load_docker)
+register_backend("ray", _load_ray)

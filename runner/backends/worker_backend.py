@@ -45,6 +45,11 @@ class Refusal(Exception):
 
 def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
     fields = {key: reply[key] for key in wire.RESULT_FIELDS if key in reply}
+    if isinstance(fields.get("resources"), dict):
+        # Only what the worker measures; where a run ran is the host's to say (the ray
+        # backend), never the worker's.
+        fields["resources"] = {key: value for key, value in fields["resources"].items()
+                               if key in wire.RESOURCE_FIELDS}
     try:
         return ExecutionResult(**base, **fields)
     except ValidationError as exc:

@@ -54,6 +54,8 @@ def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: boo
         f"max rss    {_format_kb(result.resources.max_rss_kb)}",
         f"limits     {_format_limits(result.limits)}",
     ]
+    if result.resources.node is not None:
+        lines.insert(4, f"node       {clean(result.resources.node)}")
     if request.limits != result.limits:
         lines.append(f"requested  {_format_limits(request.limits)}")
     lines.append(f"packages   {_format_packages(request.packages, result.packages, clean)}")

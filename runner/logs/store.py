@@ -76,6 +76,7 @@ _RESULT_COLUMN_FIELDS = frozenset({
     "stderr_truncated", "error", "return_value", "duration_ms", "limits", "resources",
     "packages", "image", "started_at"})
 _ERROR_COLUMN_FIELDS = frozenset({"type", "message", "traceback"})
+_RESOURCES_COLUMN_FIELDS = frozenset({"cpu_ms", "max_rss_kb"})
 
 
 class ExecutionRecord(BaseModel):
@@ -615,6 +616,9 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         error_extra = error.model_dump(exclude=set(_ERROR_COLUMN_FIELDS), exclude_defaults=True)
         if error_extra:
             result_extra["error"] = error_extra  # e.g. the structured detail of invalid arguments
+    resources_extra = result.resources.model_dump(exclude=set(_RESOURCES_COLUMN_FIELDS), exclude_defaults=True)
+    if resources_extra:
+        result_extra["resources"] = resources_extra  # e.g. the cluster node that ran it
     return {
         "id": result.id,
         "started_at": _iso_utc(result.started_at),
@@ -670,6 +674,7 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
         )
         result = json.loads(r["result_extra_json"] or "{}")
         error_extra = result.pop("error", None)
+        resources_extra = result.pop("resources", None)
         error = None
         if r["error_type"] is not None:
             error = {**(error_extra if isinstance(error_extra, dict) else {}),
@@ -688,7 +693,8 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
             return_value=json.loads(r["return_value_json"]),
             duration_ms=r["duration_ms"],
             limits=json.loads(r["limits_json"]),
-            resources=Resources(cpu_ms=r["cpu_ms"], max_rss_kb=r["max_rss_kb"]),
+            resources=Resources(**(resources_extra if isinstance(resources_extra, dict) else {}),
+                                cpu_ms=r["cpu_ms"], max_rss_kb=r["max_rss_kb"]),
             packages=json.loads(r["package_versions_json"]),
             image=r["image"],
             started_at=datetime.fromisoformat(r["started_at"]),

@@ -1,0 +1,241 @@
+"""The ray backend on a real two-node Ray cluster on loopback (tests/conftest.py).
+
+The contract suite, the sessions and the function calls run against `ray` through
+BACKENDS; here: placement over the nodes, sessions pinned to an actor, a node lost in the
+middle of a batch (crashed results naming it, no hang, nothing missing from the log, the
+next runs on the node that is left, lost runs run again exactly once), new capacity taken
+up, and the command line.
+
+The test that kills a node adds a fresh one before it ends, so the cluster has two live
+nodes again for whatever runs after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import backend_options
+from starlette.testclient import TestClient
+
+from runner import ExecutionResult, Sandbox, Status
+from runner.backends.base import run_was_lost
+from runner.errors import BackendUnavailableError
+from runner.logs import LogStore
+from runner.logs.render import render_execution
+from runner.logs.viewer import create_app
+
+pytestmark = pytest.mark.ray
+# A second of work (the restricted tier has no `time`): long enough to be in flight at the kill.
+BUSY_SECOND = ("import datetime\nt0 = datetime.datetime.now()\n"
+               "while (datetime.datetime.now() - t0).total_seconds() < 1:\n    pass\n")
+
+
+def _nodes(results: list[ExecutionResult]) -> set[str | None]:
+    return {r.resources.node for r in results}
+
+
+def _wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting after {timeout_s} s for {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def ray_sandbox(ray_cluster, tmp_path: Path):
+    with Sandbox(backend="ray", log_store=LogStore(tmp_path / "log.sqlite"),
+                 **backend_options("ray")) as sandbox:
+        sandbox.warm()
+        yield sandbox
+
+
+def test_runs_spread_over_both_nodes_and_record_where_they_ran(ray_sandbox):
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: ray_sandbox.run(f"print({i})"), range(12)))
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(12)]
+    nodes = _nodes(results)
+    assert len(nodes) == 2 and None not in nodes, nodes
+    assert all(node.startswith("127.0.0.1/") for node in nodes)
+    assert ray_sandbox.backend_name == "ray"
+    assert {r.backend for r in results} == {"restricted"}  # the tier that ran the code
+    store = ray_sandbox.log_store
+    logged = store.get_execution(results[0].id)
+    node = results[0].resources.node
+    assert logged.result.resources.node == node
+    # `runner logs show` and the viewer's execution page say where it ran.
+    assert f"node       {node}\n" in render_execution(logged)
+    page = TestClient(create_app(store.path), base_url="http://127.0.0.1").get(f"/executions/{logged.id}")
+    assert page.status_code == 200 and f"<th>Node</th><td>{node}</td>" in page.text
+
+
+def test_a_session_keeps_its_state_on_one_actor(ray_sandbox):
+    with ray_sandbox.session() as session:
+        first = session.run("total = 1")
+        blocks = [session.run("total = total * 2\nprint(total)") for _ in range(5)]
+    assert first.ok
+    assert [b.stdout for b in blocks] == ["2\n", "4\n", "8\n", "16\n", "32\n"]
+    assert len(_nodes([first, *blocks])) == 1  # pinned: every block ran where the first did
+    assert session.restarts == 0
+
+
+def test_a_node_lost_mid_batch(ray_cluster, tmp_path: Path):
+    """Kill the second node (its raylet, then its other processes) while runs are in flight on it."""
+    store = LogStore(tmp_path / "log.sqlite")
+    with Sandbox(backend="ray", log_store=store, **backend_options("ray")) as sandbox:
+        sandbox.warm()
+        second = ray_cluster.nodes[1]
+        second_label = next(n for n in sandbox._backend.placement() if n.endswith(second.node_id()[:12]))
+        # Two sessions: least-pinned placement puts one on each node's actor.
+        sessions = [sandbox.session(), sandbox.session()]
+        firsts = [s.run("state = 'kept'") for s in sessions]
+        assert len(_nodes(firsts)) == 2
+        doomed = sessions[[f.resources.node for f in firsts].index(second_label)]
+        survivor = sessions[1 - sessions.index(doomed)]
+
+        count = 8
+        results: list[ExecutionResult | None] = [None] * count
+
+        def one(i: int) -> None:
+            results[i] = sandbox.run(BUSY_SECOND + f"print({i})")
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)  # runs are in flight on both nodes
+        second.kill()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a run hung after its node was lost"
+
+        done = [r for r in results if r is not None]
+        assert len(done) == count
+        lost = [r for r in done if run_was_lost(r)]
+        assert lost, "no run was in flight on the killed node"
+        for r in lost:
+            assert r.status is Status.CRASHED and r.error is not None
+            assert r.error.type == "NodeLost"
+            assert second_label in r.error.message
+            assert r.resources.node == second_label
+        for r in done:
+            assert r.ok or run_was_lost(r), (r.status, r.error)
+        for r in done:  # never a lost record: every result, crashed or not, is in the log
+            assert store.get_execution(r.id).result.status is r.status
+
+        # An evaluation runs each lost item again, once, and counts one outcome per item.
+        final = {int(r.stdout): r for r in done if r.ok}
+        for r in lost:
+            index = results.index(r)
+            again = sandbox.run(f"print({index})")
+            assert again.ok, again.error
+            final[index] = again
+        assert sorted(final) == list(range(count))
+
+        after = [sandbox.run(f"print({i})") for i in range(4)]
+        assert all(r.ok for r in after)
+        assert second_label not in _nodes(after)
+
+        # The session on the lost node: its state is gone, as after a killed block.
+        block = doomed.run("print(state)")
+        if run_was_lost(block):  # the loss was found by this block: the next one starts afresh
+            block = doomed.run("print(state)")
+        assert block.status is Status.ERROR and block.error.type == "NameError", block
+        assert doomed.restarts == 1
+        kept = survivor.run("print(state)")
+        assert kept.ok and kept.stdout == "kept\n"
+        for session in sessions:
+            session.close()
+
+        # Capacity returns: a new node joins, and actors are placed on it.
+        ray_cluster.add_node()
+        _wait_for(lambda: len(sandbox._backend.placement()) == 2, 60, "an actor on the new node")
+        with ThreadPoolExecutor(4) as pool:
+            spread = list(pool.map(lambda i: sandbox.run(f"print({i})"), range(12)))
+        assert all(r.ok for r in spread)
+        assert len(_nodes(spread)) == 2
+    store.close()
+    ray_cluster.nodes.remove(second)
+
+
+@pytest.mark.docker
+def test_docker_as_the_inner_tier_on_the_nodes(ray_cluster):
+    options = {**backend_options("ray"), **backend_options("docker")}
+    with Sandbox(backend="ray", inner="docker", log_store=False, **options) as sandbox:
+        results = [sandbox.run("import numpy\nprint(numpy.arange(3).sum())") for _ in range(4)]
+    for r in results:
+        assert r.ok and r.stdout == "3\n", (r.status, r.error)
+        assert r.backend == "docker" and r.image and r.resources.node
+
+
+@pytest.mark.docker
+def test_a_node_that_lacks_the_image_says_so(ray_cluster):
+    options = {**backend_options("ray"), **backend_options("docker")}
+    with pytest.raises(BackendUnavailableError) as caught, \
+            Sandbox(backend="ray", inner="docker", image="runner-sandbox:no-such-tag",
+                    build_images=False, log_store=False, **options) as sandbox:
+        sandbox.warm()
+    message = caught.value.message
+    assert "runner-sandbox:no-such-tag" in message and "not built" in message
+    assert message.count("node 127.0.0.1/") == 2, message  # each node, by name
+    assert "runner images build" in message
+
+
+def _cli(*args: str, code: str = "print(6 * 7)", python: tuple[str, ...] = ("-m", "runner")
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *python, *args], input=code, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("client", [False, True], ids=["gcs-address", "ray-client"])
+def test_the_command_line_runs_on_the_cluster(ray_cluster, client):
+    address = ray_cluster.client_address if client else ray_cluster.address
+    result = _cli("exec", "--backend", "ray", "--ray-address", address, "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert '"stdout": "42\\n"' in result.stdout
+    assert '"node": "127.0.0.1/' in result.stdout
+
+
+LOCAL_RAY = """
+import json
+import ray
+from runner import Sandbox
+with Sandbox(backend="ray", log_store=False) as sandbox:
+    result = sandbox.run("print(6 * 7)")
+    addresses = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
+print(json.dumps({"stdout": result.stdout, "node": result.resources.node, "addresses": addresses,
+                  "connected": ray.is_initialized()}))
+"""
+
+
+def test_without_an_address_a_private_local_ray_starts_on_loopback_and_stops():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    result = subprocess.run([sys.executable, "-c", LOCAL_RAY], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["stdout"] == "42\n"
+    assert report["addresses"] == ["127.0.0.1"]  # Ray would otherwise take the machine's address
+    assert report["node"].startswith("127.0.0.1/")
+    assert report["connected"] is False  # closing the last Sandbox shut the private Ray down
+
+
+def test_ray_flags_without_the_ray_backend_are_a_usage_error():
+    result = _cli("exec", "--ray-address", "auto", "-")
+    assert result.returncode == 2
+    assert "--backend ray" in result.stderr
+
+
+def test_without_ray_installed_the_error_says_how_to_install_it():
+    hide_ray = "import sys; sys.modules['ray'] = None; from runner.cli import main; main()"
+    result = _cli("exec", "--backend", "ray", "-", python=("-c", hide_ray))
+    assert result.returncode == 1
+    assert "BACKEND_UNAVAILABLE" in result.stderr
+    assert "pip install 'runner[ray]'" in result.stderr
+    assert "Traceback" not in result.stderr
