@@ -59,7 +59,7 @@ from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
 from ..types import Limits
-from .datasets import Dataset, load_dataset
+from .datasets import DATASETS, Dataset, load_dataset
 from .evaluation import (
     ProgressListener,
     _check_server,
@@ -260,7 +260,9 @@ def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
         record = log.get(optimization_id)
         if record.status is OptimizationStatus.FINISHED:
             return build_training_report(log, record)
-        loaded = _load_training_data(record.dataset, record.split,
+        # A named dataset is found by its name (and split); a file by its path.
+        source = record.dataset if record.dataset in DATASETS else record.dataset_path
+        loaded = _load_training_data(source, record.split,
                                      record.settings.get("sample", {}).get("filters", {}).get("types"),
                                      record.settings.get("sample", {}).get("filters", {}).get("levels"))
         if _sha256(loaded.path) != record.dataset_sha256:

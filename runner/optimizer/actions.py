@@ -143,13 +143,10 @@ def read_proposal(action: str, arguments: Any, working: FunctionSet, *, reminder
     except FunctionSpecError as exc:
         problems = getattr(exc, "problems", None) or exc.message
         return _refused(action, name, f"the function cannot be read: {problems}",
-                        details={"invalid": [problems]}, reminder=reminder)
+                        reminder=reminder)
     problems = _code_problems(spec) + _package_problems(spec)
     if problems:
-        return _refused(action, name, problems[0] if len(problems) == 1 else
-                        f"{len(problems)} problems (below)",
-                        details={"invalid": problems} if len(problems) > 1 else {},
-                        reminder=reminder)
+        return _refused(action, name, "; ".join(problems), reminder=reminder)
     if kind == "revise" and working[name] == spec:
         return _refused(action, name, "it is identical to the function in List B: change "
                         "something, or take another action", reminder=reminder)
