@@ -302,11 +302,15 @@ class OptimizationLog(SideTable):
                                 f"{self._path}", fix="`runner math optimizations` lists them")
         return record
 
-    def list(self, *, limit: int | None = 20) -> builtins.list[OptimizationRecord]:
-        """Trainings, newest first."""
-        sql = (f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations "
-               "ORDER BY created_at DESC, id DESC")
+    def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
+             ) -> builtins.list[OptimizationRecord]:
+        """Trainings, newest first; with `before` (created_at, id), the ones after it."""
+        sql = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
         params: builtins.list[Any] = []
+        if before is not None:
+            sql += " WHERE (created_at, id) < (?, ?)"
+            params += [*before]
+        sql += " ORDER BY created_at DESC, id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)

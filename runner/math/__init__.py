@@ -19,8 +19,9 @@
 `Checker` owns the worker processes behind the symbolic step; the module-level functions
 share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation`;
 training: `runner.math.optimization` (all loaded on first use, since they stand on the
-agent, which itself reads answers with this package). Rules and limits: `runner.math.checker`; normalisation: `runner.math.normalize`;
-extraction: `runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
+agent, which itself reads answers with this package). Rules and limits:
+`runner.math.checker`; normalisation: `runner.math.normalize`; extraction:
+`runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
 """
 
 from __future__ import annotations

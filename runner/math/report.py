@@ -242,6 +242,11 @@ def _plain(text: object) -> str:
     return clean_text(str(text)).replace("$", r"\$")
 
 
+def _short(text: str, width: int = 32) -> str:
+    """A label that fits under its bar (the tables have the whole name)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     """A PNG bar chart of accuracy by type: one bar for the type, then one per level."""
     target = Path(path)
@@ -276,7 +281,7 @@ def chart_png(report: EvaluationReport) -> bytes:
             axes.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=7,
                            padding=1)
     axes.set_xticks(range(len(types)))
-    axes.set_xticklabels([_plain(kind) for kind in types], rotation=20, ha="right",
+    axes.set_xticklabels([_short(_plain(kind)) for kind in types], rotation=20, ha="right",
                          fontsize=8)
     axes.set_ylim(0, 118)  # headroom for the legend above the bars
     axes.set_yticks(range(0, 101, 20))
