@@ -337,7 +337,7 @@ def test_hostile_code_output_errors_and_model_replies_are_inert(served: str, see
              f"functions/history?set={seeded.set_name}&function={seeded.function}",
              "evaluations", "trainings", f"trainings/{seeded.training}",
              *(f"evaluations/{evaluation_id}" for evaluation_id in seeded.evaluations),
-             f"functions/history?set=seeded_learned&function=seed_helper"]
+             "functions/history?set=seeded_learned&function=seed_helper"]
     charts = {f"trainings/{seeded.training}",
               *(f"evaluations/{evaluation_id}" for evaluation_id in seeded.evaluations)}
     for path in pages:

@@ -149,7 +149,9 @@ def _rate(epoch: EpochSummary) -> str:
 
 
 def _action_text(action: dict[str, Any]) -> str:
-    verb = str(action.get("action") or "?").removesuffix("_function")
+    if not action.get("action"):
+        return "(a reply without a readable action)"
+    verb = str(action["action"]).removesuffix("_function")
     return f"{verb} {action.get('function') or '?'}"
 
 
@@ -209,7 +211,7 @@ def render_training_markdown(report: TrainingReport) -> str:
     lines += _table(["Epoch", "Success rate", "Decision", "Actions", "Rejected"],
                     [[str(e.epoch), _rate(e), _md(e.outcome or e.status),
                       _md(", ".join(_action_text(a) for a in e.actions) or "-"),
-                      str(len(e.rejected))] for e in report.epochs])
+                      str(len(e.rejected))] for e in report.epochs], numbers=False)
     refused = [(e.epoch, r) for e in report.epochs for r in e.rejected]
     if refused:
         lines += ["", "## Refused actions", ""]
