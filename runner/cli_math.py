@@ -309,9 +309,10 @@ class _ProgressBar:
     """The evaluation's progress on stderr: a bar with done/total, accuracy so far, elapsed
     time and the time left (rich; a plain final line where stderr is no terminal)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, announce: bool = True) -> None:
         from rich.console import Console
 
+        self.announce = announce  # a training's epochs are resumed with the training
         self.console = Console(stderr=True)
         self.progress: Any = None
         self.task: Any = None
@@ -333,9 +334,10 @@ class _ProgressBar:
         )
 
         self.done, self.correct = done, correct
-        click.echo(f"evaluation {record.id}: {record.total} problems"
-                   + (f", {done} done before" if done else "")
-                   + f" (resume with: runner math eval --resume {record.id})", err=True)
+        if self.announce:
+            click.echo(f"evaluation {record.id}: {record.total} problems"
+                       + (f", {done} done before" if done else "")
+                       + f" (resume with: runner math eval --resume {record.id})", err=True)
         self.progress = Progress(
             TextColumn("solving"), BarColumn(), MofNCompleteColumn(),
             TextColumn("accuracy {task.fields[accuracy]}"), TimeElapsedColumn(),
@@ -564,7 +566,7 @@ class _TrainingProgress:
 
     def evaluation(self, epoch: int) -> Any:
         click.echo(f"epoch {epoch}: measuring the training success rate", err=True)
-        return _ProgressBar() if self.bars else None
+        return _ProgressBar(announce=False) if self.bars else None
 
     def step_run(self, epoch: int, run: Any) -> None:
         for proposal in run.proposals:

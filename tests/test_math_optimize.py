@@ -348,6 +348,9 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
     assert "+def solve_it(x):" in shown
     listed = cli(["math", "optimizations", "--json"], home)
     assert json.loads(listed.communicate(timeout=120)[0])[0]["id"] == training_id
+    # the saved file is a function set the other commands load as it is
+    called = cli(["call", str(out), "solve_it", "--args", '{"x": 3}', "--json"], home)
+    assert json.loads(called.communicate(timeout=120)[0])["return_value"] == 3
 
 
 def test_cli_usage_errors(tmp_path):

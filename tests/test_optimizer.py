@@ -120,6 +120,8 @@ INVALID = [
                  "EXECUTION_FAILED", "ZeroDivisionError", id="fails-when-defined"),
     pytest.param("add_function", {"name": "square", "code": SQUARE["code"]}, "INVALID_ARGUMENTS",
                  "it lacks description", id="missing-field"),
+    pytest.param("add_function", {**SQUARE, "name": "print", "code": "def print(n):\n    return n\n"},
+                 "INVALID_ARGUMENTS", "'print' is a Python builtin", id="shadows-a-builtin"),
 ]
 
 

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict
 from ..agent.feedback import functions_reference
 from ..agent.loop import Agent, LogTarget
 from ..agent.protocols import AnswerProtocol, CodeProtocol, ReplyProtocol
+from ..agent.run import AgentRun, AgentStatus, AgentTurn
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
-from ..logs.agent import AgentRun, AgentStatus, AgentTurn
 from ..sandbox import Sandbox
 from ..types import Limits
 from .checker import Checker, Verdict, asks_for_decimal, check

@@ -12,7 +12,8 @@ checks it before anything runs, and says what is wrong in a `Feedback` of
 - packages are plain requirements: no URL, path, option or environment marker;
 - the code compiles, and defines exactly one top-level function, the named one (so the
   name that is registered is the code that runs), whose parameters agree with the schema;
-- a revised or removed function exists in the list; an added one does not; a revision
+- a revised or removed function exists in the list; an added one does not, and does not
+  take the name of a Python builtin (it would hide it in the agent's session); a revision
   changes something; a removed function is not called by another one of the list.
 
 Running the function once (`runner.optimizer.smoke`) comes after these checks.
@@ -21,6 +22,7 @@ Running the function once (`runner.optimizer.smoke`) comes after these checks.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +36,9 @@ Kind = Literal["add", "revise", "remove"]
 ADD, REVISE, REMOVE = "add_function", "revise_function", "remove_function"
 KINDS: dict[str, Kind] = {ADD: "add", REVISE: "revise", REMOVE: "remove"}
 MAX_CODE_CHARS = 50_000  # one function's code; a longer one is no helper a model can use
+# The functions are defined in the agent's session: one named `print` or `len` would
+# break every later block that uses the builtin.
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _SPEC_FIELDS = ("name", "description", "arguments", "packages", "code")
 
 _NAME = {"type": "string", "description": "The function's name: a Python identifier."}
@@ -129,6 +134,10 @@ def read_proposal(action: str, arguments: Any, working: FunctionSet, *, reminder
                             f"it: revise or remove {'it' if len(callers) == 1 else 'them'} first",
                             reminder=reminder)
         return Change(kind=kind, name=name, spec=None, ignored=_ignored(arguments, kind))
+    if kind == "add" and name in _BUILTIN_NAMES:
+        return _refused(action, name, f"{name!r} is a Python builtin: a function of that name "
+                        "would hide it in the agent's session; choose another name",
+                        reminder=reminder)
     if kind == "add" and name in working:
         return _refused(action, name, f"List B already has a function {name!r}: use "
                         f"{REVISE} to change it, or choose another name", reminder=reminder)
