@@ -6,8 +6,8 @@ Exit status: 0 when a run's status is `ok`, 1 otherwise (and for runner errors),
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -188,24 +188,37 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
 
 
 @functions_group.command("history")
-@click.argument("set_name", metavar="[SET]", required=False)
+@click.argument("set_name", metavar="[SET|FILE]", required=False)
 @click.argument("function", required=False)
 @click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_history(set_name: str | None, function: str | None, count: int | None,
                       as_json: bool, raw: bool) -> None:
-    """Recorded changes of function sets (of one SET, or one FUNCTION of it), with diffs."""
+    """Recorded changes of function sets (of one SET, or one FUNCTION of it), with diffs.
+
+    SET may be a set file (e.g. the learned.json a training saved): its set's history.
+    A version that a training measured shows the epochs and success rates it had."""
     from .functions.render import render_history
     from .logs import FunctionVersionLog
+    from .logs.optimizations import OptimizationLog
     from .paths import log_db_path
 
+    if set_name is not None and Path(set_name).is_file():
+        set_name = _load_set(set_name).name
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
+    trainings = OptimizationLog(log_db_path())
+    scores = {(name, *key): value for name in dict.fromkeys(r.set_name for r in records)
+              for key, value in trainings.version_scores(name).items()}
     if as_json:
-        click.echo(json_text([r.model_dump(mode="json") for r in records]), color=True)
+        click.echo(json_text([{**r.model_dump(mode="json"), "scores": [
+            {"training": training, "epoch": epoch, "success_rate": rate}
+            for training, epoch, rate in scores.get((r.set_name, r.function, r.version), [])]}
+            for r in records]), color=True)
     else:
         printer = Printer(raw=raw)
-        printer.styled(render_history(records, safe=not raw, colour=printer.colour()), nl=False)
+        printer.styled(render_history(records, safe=not raw, colour=printer.colour(),
+                                      scores=scores), nl=False)
 
 
 def _parse_arguments(text: str) -> dict[str, Any] | str:

@@ -10,6 +10,8 @@ stops the command before any output, naming the line, with exit status 2.
 when there is one, and with `--gold`, when it is right). `eval` shows a progress bar on
 stderr and prints the table by type and level (or, with `--json`, one JSON object); it
 exits 0 when every problem is done and 1 when it stopped early (it says how to resume).
+`optimize` trains a function list (a line per epoch and per optimizer action on stderr,
+the table of epochs or one JSON object on stdout), with the same exit statuses and resume.
 """
 
 from __future__ import annotations
@@ -251,7 +253,7 @@ def _llm_options(temperature: float | None, max_tokens: int | None, llm_timeout:
 
 
 def _show_turn(turn: Any) -> None:
-    from .math.mathchat import conversation_text
+    from .agent.run import conversation_text
 
     click.echo(f"── turn {turn.number} · {turn.latency_ms} ms " + "─" * 40, err=True)
     for speaker, text in conversation_text(turn):
@@ -307,9 +309,10 @@ class _ProgressBar:
     """The evaluation's progress on stderr: a bar with done/total, accuracy so far, elapsed
     time and the time left (rich; a plain final line where stderr is no terminal)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, announce: bool = True) -> None:
         from rich.console import Console
 
+        self.announce = announce  # a training's epochs are resumed with the training
         self.console = Console(stderr=True)
         self.progress: Any = None
         self.task: Any = None
@@ -331,9 +334,10 @@ class _ProgressBar:
         )
 
         self.done, self.correct = done, correct
-        click.echo(f"evaluation {record.id}: {record.total} problems"
-                   + (f", {done} done before" if done else "")
-                   + f" (resume with: runner math eval --resume {record.id})", err=True)
+        if self.announce:
+            click.echo(f"evaluation {record.id}: {record.total} problems"
+                       + (f", {done} done before" if done else "")
+                       + f" (resume with: runner math eval --resume {record.id})", err=True)
         self.progress = Progress(
             TextColumn("solving"), BarColumn(), MofNCompleteColumn(),
             TextColumn("accuracy {task.fields[accuracy]}"), TimeElapsedColumn(),
@@ -487,17 +491,25 @@ def evals_command(count: int, as_json: bool) -> None:
 
 
 @math_group.command("report")
-@click.argument("evaluation_id")
+@click.argument("report_id", metavar="EVAL_ID|OPT_ID")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "text"]),
               default="md", show_default=True, help="Markdown, one JSON object, or the table.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False, writable=True),
-              help="Also write a PNG bar chart of accuracy by type and level.")
-def report_command(evaluation_id: str, output_format: str, chart_path: str | None) -> None:
-    """The report of an evaluation (finished or not): settings, accuracy by type and level."""
+              help="Also write a PNG chart: accuracy by type and level (an evaluation), or the "
+                   "success rate per epoch (a training).")
+def report_command(report_id: str, output_format: str, chart_path: str | None) -> None:
+    """The report of an evaluation (accuracy by type and level) or of a training (success
+    rate per epoch, actions, rollbacks), finished or not."""
+    from .logs.evaluations import EvaluationLog
+    from .logs.optimizations import OptimizationLog
+
+    if EvaluationLog().find(report_id) is None and OptimizationLog().find(report_id) is not None:
+        _training_report(report_id, output_format, chart_path)
+        return
     from .math.evaluation import evaluation_report
     from .math.report import render_markdown, render_text, write_chart
 
-    report = evaluation_report(evaluation_id)
+    report = evaluation_report(report_id)
     if output_format == "json":
         click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
     elif output_format == "text":
@@ -507,3 +519,245 @@ def report_command(evaluation_id: str, output_format: str, chart_path: str | Non
     if chart_path is not None:
         written = write_chart(report, chart_path)
         click.echo(f"chart written to {written}", err=True)
+
+
+def _training_report(optimization_id: str, output_format: str, chart_path: str | None) -> None:
+    from .math.optimization import training_report
+    from .math.training_report import (
+        render_training_markdown,
+        render_training_text,
+        write_training_chart,
+    )
+
+    report = training_report(optimization_id)
+    if output_format == "json":
+        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
+    elif output_format == "text":
+        click.echo(render_training_text(report), nl=False)
+    else:
+        click.echo(render_training_markdown(report), nl=False)
+    if chart_path is not None:
+        written = write_training_chart(report, chart_path)
+        click.echo(f"chart written to {written}", err=True)
+
+
+# -- training a function list ------------------------------------------------------------------
+
+
+def _backend_names() -> list[str]:
+    from .backends.base import backend_names
+
+    return backend_names()
+
+
+class _TrainingProgress:
+    """A training's progress on stderr: a line per epoch (success rate, actions, decision),
+    each optimizer conversation as it ends, and each epoch's evaluation as a progress bar."""
+
+    def __init__(self, *, bars: bool) -> None:
+        self.bars = bars
+
+    def started(self, record: Any, *, resumed: bool) -> None:
+        click.echo(f"training {record.id}: {clean_text(record.dataset)}"
+                   + (f" ({record.split})" if record.split else "")
+                   + f", up to {record.epochs} epoch{'s' if record.epochs != 1 else ''}"
+                   + (" (resumed)" if resumed else "")
+                   + f" (resume with: runner math optimize --resume {record.id})", err=True)
+
+    def evaluation(self, epoch: int) -> Any:
+        click.echo(f"epoch {epoch}: measuring the training success rate", err=True)
+        return _ProgressBar(announce=False) if self.bars else None
+
+    def step_run(self, epoch: int, run: Any) -> None:
+        for proposal in run.proposals:
+            what = f"{proposal.action or 'reply'}({proposal.function or ''})"
+            if proposal.accepted:
+                click.echo(f"epoch {epoch}: accepted {clean_text(what)}", err=True)
+            else:
+                click.echo(f"epoch {epoch}: refused {clean_text(what)} [{proposal.code}] "
+                           f"{clean_text(proposal.reason)[:200]}", err=True)
+
+    def epoch_done(self, summary: Any) -> None:
+        rate = ("not measured again (no change)" if summary.success_rate is None else
+                f"success rate {summary.success_rate * 100:.1f}% "
+                f"({summary.correct}/{summary.total})")
+        actions = ", ".join(f"{str(a['action']).removesuffix('_function')} {a['function']}"
+                            for a in summary.actions)
+        click.echo(f"epoch {summary.epoch}: {rate}"
+                   + (f" · actions: {clean_text(actions)}" if actions else "")
+                   + (f" · {len(summary.rejected)} refused" if summary.rejected else "")
+                   + f" · {summary.outcome}", err=True)
+
+    def finished(self, report: Any) -> None:
+        record = report.record
+        if record.best_success_rate is not None:
+            click.echo(f"best: {record.best_success_rate * 100:.1f}% at epoch {record.best_epoch}"
+                       + (f"; saved to {clean_text(record.out_path)} (runner functions history "
+                          f"{clean_text(record.out_path)})" if record.out_path else ""), err=True)
+
+
+@math_group.command("optimize")
+@click.option("--train", "train", metavar="NAME[:SPLIT[:TYPE]]|FILE.jsonl",
+              help="The training problems: a dataset spec such as math:train:Algebra (types "
+                   "comma-separated) or a MATH-format JSONL file.")
+@click.option("--type", "types", multiple=True, metavar="TYPE",
+              help="Only problems of this type. Repeatable.")
+@click.option("--level", "levels", multiple=True, metavar="LEVEL",
+              help="Only problems of this level (1-5). Repeatable.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many training problems.")
+@click.option("--seed", type=int, help="Draw the --limit problems at random with this seed.")
+@click.option("--epochs", type=click.IntRange(min=1, max=10_000), default=5, show_default=True,
+              help="Optimizer steps, each followed by a measurement (after epoch 0, the "
+                   "starting set's).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Problems solved at once in each measurement.")
+@click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
+              help="The starting function set (default: none).")
+@click.option("--method", type=click.Choice(["mathchat", "pot"]), default="mathchat",
+              show_default=True, help="How the agent solves problems.")
+@click.option("--backend", type=click.Choice(_backend_names()), default="restricted",
+              show_default=True, help="Isolation tier.")
+@click.option("--max-turns", type=click.IntRange(min=1, max=200),
+              help="Model messages per problem at most (default 15 for mathchat).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+              help="Wall-clock limit of each code block in seconds (default 10).")
+@click.option("--native-tools/--no-native-tools", default=True, show_default=True,
+              help="Also offer the functions as native tool calls to the agent.")
+@_model_options
+@click.option("--optimizer-model", help="The optimizer's model (default: --model).")
+@click.option("--optimizer-base-url", help="The optimizer's endpoint (default: --base-url).")
+@click.option("--optimizer-api-key", envvar="RUNNER_OPTIMIZER_API_KEY", show_envvar=True,
+              help="The optimizer's API key (default: --api-key).")
+@click.option("--optimizer-protocol", type=click.Choice(["auto", "tools", "json"]),
+              default="auto", show_default=True,
+              help="tools: native tool calls; json: one JSON object per reply; auto: tool "
+                   "calls, or JSON when the server has none.")
+@click.option("--optimizer-max-tokens", type=click.IntRange(min=1),
+              help="Tokens per optimizer reply at most (default: --max-tokens).")
+@click.option("--max-actions", type=click.IntRange(min=1, max=1000), default=3,
+              show_default=True, help="Accepted actions per optimizer step at most.")
+@click.option("--max-tries", type=click.IntRange(min=1, max=1000), default=3, show_default=True,
+              help="Optimizer replies per action at most (each refusal is explained to it).")
+@click.option("--patience", type=click.IntRange(min=1, max=10_000), default=2,
+              show_default=True, help="Stop after this many epochs without improvement.")
+@click.option("--history-tokens", type=click.IntRange(min=100), default=6000,
+              show_default=True,
+              help="Tokens of conversations and results in an optimizer request at most.")
+@click.option("--show-rolled-back/--no-show-rolled-back", default=True, show_default=True,
+              help="Show the optimizer the changes that were rolled back before.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True),
+              help="Where to save the best function set (a file runner agent, runner call and "
+                   "runner math eval --functions load).")
+@click.option("--set-name", help="The trained set's name in the function history (default: "
+                                 "the --out file's name).")
+@click.option("--resume", "resume_id", metavar="OPT_ID",
+              help="Continue an interrupted training with its own settings.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.pass_context
+def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
+                     levels: tuple[str, ...], limit: int | None, seed: int | None, epochs: int,
+                     concurrency: int, functions_path: str | None, method: str, backend: str,
+                     max_turns: int | None, timeout_s: float | None, native_tools: bool,
+                     model: str | None, base_url: str | None, api_key: str | None,
+                     temperature: float | None, max_tokens: int | None, llm_timeout: float,
+                     retries: int, optimizer_model: str | None, optimizer_base_url: str | None,
+                     optimizer_api_key: str | None, optimizer_protocol: str,
+                     optimizer_max_tokens: int | None, max_actions: int, max_tries: int,
+                     patience: int, history_tokens: int, show_rolled_back: bool,
+                     out_path: str | None, set_name: str | None, resume_id: str | None,
+                     as_json: bool) -> None:
+    """Train a function list for the math agent with an optimizer model (AgentOptimizer).
+
+    Each epoch the optimizer reads the conversations and results of the best set so far and
+    adds, revises or removes functions (each checked and run once in the sandbox before it
+    is accepted); the changed set is measured on the training problems, and rolled back if
+    it does worse. The best set is saved to --out. An interrupted training continues with
+    `runner math optimize --resume OPT_ID`."""
+    from .math.optimization import optimize, resume_optimization
+    from .math.training_report import render_training_text
+    from .types import Limits
+
+    progress = _TrainingProgress(bars=not as_json)
+    if resume_id is not None:
+        allowed = {"resume_id", "as_json", "model", "base_url", "api_key", "llm_timeout",
+                   "retries", "optimizer_model", "optimizer_base_url", "optimizer_api_key",
+                   "concurrency"}
+        given = [name for name in ctx.params if name not in allowed
+                 and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            shown = ", ".join("--" + name.replace("_path", "").replace("_s", "").replace("_", "-")
+                              for name in given)
+            raise click.UsageError(f"a resumed training keeps its own settings; leave out {shown} "
+                                   "(only the models' addresses, keys, timeouts and "
+                                   "--concurrency may change)")
+        report = resume_optimization(
+            resume_id, model=model or None, base_url=base_url or None, api_key=api_key or None,
+            llm_options={"timeout_s": llm_timeout, "max_retries": retries},
+            optimizer_model=optimizer_model, optimizer_base_url=optimizer_base_url,
+            optimizer_api_key=optimizer_api_key,
+            concurrency=concurrency if ctx.get_parameter_source("concurrency")
+            is click.core.ParameterSource.COMMANDLINE else None, progress=progress)
+    else:
+        if train is None:
+            raise click.UsageError("give --train NAME[:SPLIT[:TYPE]]|FILE.jsonl (or --resume OPT_ID)")
+        options = _llm_options(temperature, max_tokens, llm_timeout, retries)
+        optimizer_options = dict(options)
+        if optimizer_max_tokens is not None:
+            optimizer_options["max_tokens"] = optimizer_max_tokens
+        report = optimize(
+            train, model=model or None, base_url=base_url or None, api_key=api_key or None,
+            llm_options=options, optimizer_model=optimizer_model or None,
+            optimizer_base_url=optimizer_base_url or None,
+            optimizer_api_key=optimizer_api_key or None, optimizer_llm_options=optimizer_options,
+            types=types or None, levels=levels or None, limit=limit, seed=seed, epochs=epochs,
+            functions=functions_path, method=method, backend=backend, concurrency=concurrency,
+            max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
+            native_tools=native_tools, max_actions=max_actions, max_tries=max_tries,
+            patience=patience, show_rolled_back=show_rolled_back, history_tokens=history_tokens,
+            optimizer_protocol=optimizer_protocol, out=out_path, set_name=set_name,
+            progress=progress)
+    if as_json:
+        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
+    else:
+        click.echo(render_training_text(report), nl=False)
+    error = report.record.error
+    if error:
+        click.echo(f"runner: error [{error.get('code')}]: {clean_text(str(error.get('message')))}",
+                   err=True)
+        if error.get("fix"):
+            click.echo(f"runner: fix: {clean_text(str(error.get('fix')))}", err=True)
+        click.echo(f"runner: then continue with: runner math optimize --resume {report.id}",
+                   err=True)
+    sys.exit(0 if str(report.record.status) == "finished" else 1)
+
+
+@math_group.command("optimizations")
+@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def optimizations_command(count: int, as_json: bool) -> None:
+    """Trainings (runner math optimize), newest first, with their best success rate."""
+    from .logs.optimizations import OptimizationLog
+
+    records = OptimizationLog().list(limit=count)
+    if as_json:
+        click.echo(json.dumps([{
+            "id": r.id, "created_at": r.created_at.isoformat(), "status": str(r.status),
+            "best_success_rate": r.best_success_rate, "best_epoch": r.best_epoch,
+            "epochs": r.epochs, "model": r.model, "optimizer_model": r.optimizer_model,
+            "dataset": r.dataset, "split": r.split, "set_name": r.set_name,
+            "path": r.out_path} for r in records], ensure_ascii=False))
+        return
+    if not records:
+        click.echo("no trainings")
+        return
+    header = ["ID", "CREATED", "STATUS", "BEST", "SET", "MODEL", "DATASET"]
+    table = [[r.id, r.created_at.astimezone().strftime("%Y-%m-%d %H:%M"), str(r.status),
+              "-" if r.best_success_rate is None else
+              f"{r.best_success_rate * 100:.1f}% (epoch {r.best_epoch})",
+              clean_text(r.set_name), clean_text(r.model or "-"),
+              clean_text(r.dataset + (f" ({r.split})" if r.split else ""))] for r in records]
+    widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header) - 1)]
+    for row in [header, *table]:
+        click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
+                              row[-1]]).rstrip())

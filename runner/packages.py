@@ -39,7 +39,12 @@ class PackageRequest:
         return str(self.requirement)
 
 
-def parse_requirement(text: str) -> PackageRequest:
+def parse_requirement(text: str, *, allow_marker: bool = True) -> PackageRequest:
+    """`text` as a requirement, or PackageRequestError saying why not.
+
+    With `allow_marker=False` an environment marker is refused too: a model proposing the
+    packages of its own function has no business choosing the environments they apply in
+    (`x; os_name == "posix"` is a name with a condition smuggled in)."""
     spec = text.strip()
     if not spec:
         raise PackageRequestError("an empty package requirement")
@@ -58,6 +63,9 @@ def parse_requirement(text: str) -> PackageRequest:
     if requirement.url:
         raise PackageRequestError(f"{spec!r} points at a URL or path; only package names from "
                                   "the configured index are accepted")
+    if requirement.marker is not None and not allow_marker:
+        raise PackageRequestError(f"{spec!r} has an environment marker ({requirement.marker}); "
+                                  "give a plain package name, optionally with a version")
     return PackageRequest(requirement)
 
 

@@ -1,7 +1,8 @@
 """A log with one of everything the viewer shows, made by the real components: executions
 run in the restricted sandbox (ok, error, a function call, output with hostile markup and
 terminal escapes), an agent run driven through the scripted OpenAI server (with hostile
-model replies), and function-set changes with diffs.
+model replies), function-set changes with diffs, and an AgentOptimizer training (with its
+evaluations) on problems, answers, function descriptions and refusals that are hostile.
 
 `HOSTILE` is what an attacker would put in program output or a model reply: markup that
 would run script if pasted into a page, a `javascript:` link, and terminal escapes that
@@ -10,6 +11,7 @@ would clear the screen, set the title and write the clipboard.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +37,47 @@ class Seeded:
     run_executions: list[str]
     set_name: str
     function: str
+    # An AgentOptimizer training of one epoch (the baseline, then an improvement) and its
+    # evaluations, epoch by epoch: seeded with `training=True` only
+    training: str | None = None
+    evaluations: list[str] | None = None
+
+
+def _training(path: Path, store: LogStore) -> tuple[str, list[str]]:
+    """One epoch of training on three problems, one of them hostile in every field."""
+    from runner.math.optimization import optimize
+
+    problems = path.parent / "hostile_problems.jsonl"
+    rows = [{"id": "p-hostile", "problem": f"Add one and one. {HOSTILE}", "answer": "2",
+             "type": f"Algebra {HOSTILE}", "level": "Level 1"},
+            {"id": "p-2", "problem": "What is 3 + 4?", "answer": "7", "type": "Algebra",
+             "level": 2},
+            {"id": "p-3", "problem": "What is 2 * 5?", "answer": "10", "type": "Prealgebra",
+             "level": 3}]
+    problems.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    gold = {row["problem"]: row["answer"] for row in rows}
+    helper = {"name": "seed_helper", "description": f"Helps. {HOSTILE}",
+              "arguments": {"x": {"type": "integer"}}, "packages": [],
+              "code": "def seed_helper(x):\n    return x\n"}
+    script = [{"revise_function": {**helper, "name": f"no_such_function {HOSTILE}"}},
+              {"add_function": helper}]
+
+    def respond(body: dict) -> str | dict:
+        system = body["messages"][0]["content"]
+        if system.startswith("You improve the list of functions"):
+            if not script:
+                return "TERMINATE"
+            name, arguments = next(iter(script.pop(0).items()))
+            return {"tool_calls": [FakeOpenAI.call(name, arguments)]}
+        task = body["messages"][1]["content"].removeprefix("Problem: ")
+        right = "seed_helper" in system or task == "What is 3 + 4?"
+        return f"\\boxed{{{gold[task] if right else HOSTILE}}}"
+
+    with FakeOpenAI(responder=respond) as server:
+        llm = OpenAIChat("fake-model", base_url=server.url, api_key="k", backoff_s=0.001)
+        report = optimize(problems, llm=llm, epochs=1, max_actions=1, log_store=store,
+                          out=path.parent / "seeded_learned.json")
+    return report.id, [epoch.evaluation_id for epoch in report.epochs if epoch.evaluation_id]
 
 
 def _spec(name: str, code: str, description: str = "") -> FunctionSpec:
@@ -42,8 +85,8 @@ def _spec(name: str, code: str, description: str = "") -> FunctionSpec:
                                    "arguments": {"x": {"type": "integer"}}, "code": code})
 
 
-def seed(path: Path) -> Seeded:
-    """Fill the log at `path` (created if missing)."""
+def seed(path: Path, *, training: bool = False) -> Seeded:
+    """Fill the log at `path` (created if missing); with `training`, also a training."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with LogStore(path) as store, Sandbox(backend="restricted", log_store=store, source="seed",
                                           limits=Limits(timeout_s=5)) as sandbox:
@@ -64,6 +107,8 @@ def seed(path: Path) -> Seeded:
             llm = OpenAIChat("fake-model", base_url=server.url, api_key="k", backoff_s=0.001)
             agent = Agent(llm, functions, protocol="code", sandbox=sandbox, limits=Limits(timeout_s=5))
             run = agent.run(f"Double four, then five. {HOSTILE}")
+        trained, evaluations = _training(path, store) if training else (None, None)
     return Seeded(path=path, ok=ok, error=error, hostile=hostile, call=call, run=run.id,
-                  run_executions=run.execution_ids, set_name="seed_tools", function="double")
+                  run_executions=run.execution_ids, set_name="seed_tools", function="double",
+                  training=trained, evaluations=evaluations)
 

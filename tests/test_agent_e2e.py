@@ -256,3 +256,55 @@ def test_runner_math_eval_of_a_few_sample_problems(llama_server, home, tmp_path)
             record = json.loads(cli(["logs", "show", execution_id, "--json"], home).stdout)
             assert record["meta"]["agent_run"] == run_id
     print(f"\nmath eval: {data['correct']}/3 correct; endings {data['run_statuses']}")
+
+
+# -- the AgentOptimizer with the real model ---------------------------------------------------------
+
+
+def test_runner_math_optimize_one_epoch_on_two_sample_problems(llama_server, home, tmp_path):
+    """One optimizer epoch: the baseline measured, one step with the real model as the
+    optimizer (its proposals checked, refused ones answered with the reason), the changed
+    set measured if anything was accepted, the best set saved. A 135M model's actions are
+    rarely valid: the mechanics are asserted, not gains."""
+    train = tmp_path / "two.jsonl"
+    train.write_text("\n".join(SAMPLE.read_text().splitlines()[:2]) + "\n")
+    out = tmp_path / "learned.json"
+    started = time.monotonic()
+    proc = cli(["math", "optimize", "--train", str(train), "--epochs", "1", "--max-actions", "1",
+                "--max-tries", "2", "--max-turns", "2", "--max-tokens", "200",
+                "--optimizer-max-tokens", "400", "--history-tokens", "400", "--temperature", "0",
+                "--base-url", llama_server, "--out", str(out), "--json"], home)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["status"] == "finished" and data["path"] == str(out)
+    baseline, step = data["epochs"]
+    assert baseline["epoch"] == 0 and baseline["outcome"] == "baseline" and baseline["total"] == 2
+    assert step["epoch"] == 1 and step["step_end"]
+    assert step["outcome"] in ("improved", "kept", "rolled_back", "unchanged")
+    assert (step["success_rate"] is None) == (step["outcome"] == "unchanged")
+    assert len(step["actions"]) <= 1 and step["optimizer_runs"]
+    assert step["rolled_back"] == (step["outcome"] == "rolled_back")
+    for refused in step["rejected"]:
+        assert refused["code"] and refused["reason"]
+    assert data["best_success_rate"] in (0.0, 0.5, 1.0)
+    saved = json.loads(out.read_text())
+    assert saved["name"] == "learned" and isinstance(saved["functions"], list)
+    # each optimizer conversation is logged: the request with both lists, at most two replies,
+    # each refusal answered with its code before the next reply
+    for run_id in step["optimizer_runs"]:
+        logged = json.loads(cli(["logs", "show", run_id, "--json"], home).stdout)
+        assert logged["protocol"] in ("tools", "json") and 1 <= len(logged["turns"]) <= 2
+        first = logged["turns"][0]["messages_sent"]
+        assert first[0]["content"].startswith("You improve the list of functions")
+        assert "List A, the current functions" in first[1]["content"]
+        assert "List B, the functions after the 0 actions" in first[1]["content"]
+        if len(logged["turns"]) == 2:
+            assert logged["turns"][0]["feedback"], logged["turns"][0]
+            codes = [f["code"] for f in logged["turns"][0]["feedback"]]
+            assert any(f"[{code}]" in logged["turns"][0]["feedback_text"] for code in codes)
+    report = cli(["math", "report", data["id"], "--format", "json"], home)
+    assert json.loads(report.stdout) == data
+    print(f"\nmath optimize: epoch 0 {baseline['success_rate']}, epoch 1 {step['outcome']} "
+          f"({len(step['actions'])} accepted, {len(step['rejected'])} refused) in "
+          f"{time.monotonic() - started:.1f} s")

@@ -93,6 +93,20 @@ def test_a_readme_example_runs_as_printed(number, tmp_path, monkeypatch):
     if PRINTED_URL not in source:
         run(source)
         return
+    if "runner.optimizer" in source:  # an agent that answers 42, an optimizer adding a function
+        def respond(body: dict) -> str | dict:
+            if body["messages"][0]["content"].startswith("You improve the list of functions"):
+                return {"tool_calls": [FakeOpenAI.call("add_function", {
+                    "name": "times", "description": "The product of two numbers.",
+                    "arguments": {"a": {"type": "number"}, "b": {"type": "number"}},
+                    "packages": [], "code": "def times(a, b):\n    return a * b\n"})]}
+            return "So it is $\\boxed{42}$."
+
+        with FakeOpenAI(model="m", responder=respond) as server:
+            run(source.replace(PRINTED_URL, server.url))
+            asked = [b for b in server.requests if "add_function" in json.dumps(b.get("tools"))]
+            assert asked and "What is 6 * 7?" in asked[0]["messages"][1]["content"]
+        return
     if "runner.math" in source:  # a model that answers every problem with 42
         with FakeOpenAI(model="m", responder=lambda body: "So it is $\\boxed{42}$.") as server:
             run(source.replace(PRINTED_URL, server.url))

@@ -5,6 +5,7 @@ guarantee."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -28,7 +29,7 @@ LOCAL = "http://127.0.0.1"
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    return seed(tmp_path_factory.mktemp("viewer") / "runner.db")
+    return seed(tmp_path_factory.mktemp("viewer") / "runner.db", training=True)
 
 
 @pytest.fixture(scope="module")
@@ -141,11 +142,12 @@ def test_execution_prefix_redirects_and_unknown_is_404(client: TestClient, seede
 
 
 def test_runs_page_and_search(client: TestClient, seeded: Seeded):
-    assert ids_in(client.get("/runs").text, "runs") == [seeded.run]
-    assert ids_in(client.get("/runs", params={"q": "boxed"}).text, "runs") == [seeded.run]
+    listed = ids_in(client.get("/runs").text, "runs")
+    assert seeded.run in listed and listed == sorted(listed, reverse=True)
+    assert seeded.run in ids_in(client.get("/runs", params={"q": "boxed"}).text, "runs")
     assert ids_in(client.get("/runs", params={"q": "Double four"}).text, "runs") == [seeded.run]
     assert ids_in(client.get("/runs", params={"q": "nothingmatcheshere"}).text, "runs") == []
-    assert ids_in(client.get("/runs?status=answered").text, "runs") == [seeded.run]
+    assert seeded.run in ids_in(client.get("/runs?status=answered").text, "runs")
 
 
 def test_run_page_is_a_timeline_with_executions_inline(client: TestClient, seeded: Seeded):
@@ -172,11 +174,77 @@ def test_function_pages_show_versions_and_diffs(client: TestClient, seeded: Seed
     assert client.get("/functions/history").status_code == 400
 
 
+def chart_of(html: str) -> bytes:
+    """The inline chart of a page, decoded: a PNG drawn on the server."""
+    (source,) = [attrs.get("src") or "" for tag, attrs in parse(html).tags if tag == "img"]
+    assert source.startswith("data:image/png;base64,")
+    data = base64.b64decode(source.removeprefix("data:image/png;base64,"))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    return data
+
+
+def test_evaluation_pages_show_accuracy_the_chart_and_link_each_problem_to_its_run(
+        client: TestClient, seeded: Seeded):
+    listing = client.get("/evaluations").text
+    assert ids_in(listing, "evaluations") == list(reversed(seeded.evaluations))
+    assert f'href="/trainings/{seeded.training}"' in listing and "epoch 0" in listing
+    baseline, improved = seeded.evaluations
+    page = client.get(f"/evaluations/{baseline}").text
+    text = " ".join(parse(page).text)
+    assert "Accuracy 33.3%" in text and "1 of 3 problems correct" in text
+    for heading in ("By type", "By level", "By type and level", "Problems"):
+        assert heading in text
+    assert "Prealgebra" in text and "Level 3" in text and "hostile_problems.jsonl" in text
+    chart_of(page)
+    runs = ids_in(page, "runs")
+    assert len(runs) == 3
+    for run_id in runs:
+        assert client.get(f"/runs/{run_id}").status_code == 200
+    wrong = client.get(f"/evaluations/{baseline}?correct=0").text
+    assert len(ids_in(wrong, "runs")) == 2 and "p-2" not in " ".join(parse(wrong).text)
+    right = " ".join(parse(client.get(f"/evaluations/{improved}").text).text)
+    assert "Accuracy 100.0%" in right and "seed_helper v1" in right
+    paged = TestClient(create_app(seeded.path, page_size=2), base_url=LOCAL)
+    first = paged.get(f"/evaluations/{baseline}").text
+    assert len(ids_in(first, "runs")) == 2 and 'rel="next"' in first
+    assert len(ids_in(paged.get(f"/evaluations/{baseline}?after=1").text, "runs")) == 1
+    short = client.get(f"/evaluations/{baseline[:20]}", follow_redirects=False)
+    assert short.status_code == 302 and short.headers["location"] == f"/evaluations/{baseline}"
+    assert client.get("/evaluations/ZZZZZZZZZZZZZZZZZZZZZZZZZZ").status_code == 404
+    assert client.get(f"/evaluations/{baseline}?correct=maybe").status_code == 400
+    assert client.get(f"/evaluations/{baseline}?after=x").status_code == 400
+
+
+def test_training_pages_show_each_epoch_its_actions_and_refusals(client: TestClient,
+                                                                  seeded: Seeded):
+    listing = client.get("/trainings").text
+    assert ids_in(listing, "trainings") == [seeded.training] and "100.0%" in listing
+    page = client.get(f"/trainings/{seeded.training}").text
+    text = " ".join(parse(page).text)
+    assert "Best training success rate 100.0%" in text and "measured at epoch 1" in text
+    for fact in ("33.3%", "baseline", "improved", "add_function", "seed_helper",
+                 "revise_function", "UNKNOWN_FUNCTION", "there is no function 'no_such_function <script>",
+                 'a smoke call seed_helper({"x": 2}) returned 2', "seeded_learned.json"):
+        assert fact in text, fact
+    for evaluation_id in seeded.evaluations:
+        assert f'href="/evaluations/{evaluation_id}"' in page
+    optimizer_runs = ids_in(page, "runs")
+    assert optimizer_runs
+    for run_id in optimizer_runs:
+        assert "You improve the list of functions" in client.get(f"/runs/{run_id}").text
+    assert 'href="/functions/history?set=seeded_learned&amp;function=seed_helper"' in page
+    chart_of(page)
+    assert client.get("/trainings/ZZZZZZZZZZZZZZZZZZZZZZZZZZ").status_code == 404
+    nav = parse(client.get("/executions").text).tags
+    assert ("a", {"href": "/evaluations"}) in nav and ("a", {"href": "/trainings"}) in nav
+
+
 # -- security --------------------------------------------------------------------------------
 
 
 def test_every_response_carries_the_security_headers(client: TestClient, seeded: Seeded):
-    for path in ("/executions", f"/executions/{seeded.ok}", "/static/viewer.css", "/nope"):
+    for path in ("/executions", f"/executions/{seeded.ok}", "/static/viewer.css", "/nope",
+                 f"/trainings/{seeded.training}", f"/evaluations/{seeded.evaluations[0]}"):
         headers = client.get(path).headers
         csp = headers["content-security-policy"]
         assert "default-src 'none'" in csp and "script-src" not in csp  # so: no script at all
@@ -217,7 +285,8 @@ def test_the_viewer_connection_cannot_write(seeded: Seeded):
             store.write(lambda conn: conn.execute("DELETE FROM executions"))
     client = TestClient(create_app(seeded.path), base_url=LOCAL)
     for path in ("/executions", "/runs", "/functions", f"/executions/{seeded.hostile}",
-                 f"/runs/{seeded.run}"):
+                 f"/runs/{seeded.run}", "/evaluations", "/trainings",
+                 f"/evaluations/{seeded.evaluations[0]}", f"/trainings/{seeded.training}"):
         assert client.get(path).status_code == 200
     assert hashlib.sha256(seeded.path.read_bytes()).hexdigest() == before
 
@@ -265,14 +334,24 @@ def served(seeded: Seeded):
 def test_hostile_code_output_errors_and_model_replies_are_inert(served: str, seeded: Seeded):
     pages = [f"executions/{seeded.hostile}", f"runs/{seeded.run}", "executions",
              "executions?q=pwned", "runs", "functions",
-             f"functions/history?set={seeded.set_name}&function={seeded.function}"]
+             f"functions/history?set={seeded.set_name}&function={seeded.function}",
+             "evaluations", "trainings", f"trainings/{seeded.training}",
+             *(f"evaluations/{evaluation_id}" for evaluation_id in seeded.evaluations),
+             "functions/history?set=seeded_learned&function=seed_helper"]
+    charts = {f"trainings/{seeded.training}",
+              *(f"evaluations/{evaluation_id}" for evaluation_id in seeded.evaluations)}
     for path in pages:
         response = httpx.get(served + path, timeout=10)
         assert response.status_code == 200, path
         assert "default-src 'none'" in response.headers["content-security-policy"]
         html = response.text
         elements = parse(html)
+        if path in charts:  # the one image: a PNG drawn on the server, inline
+            chart_of(html)
         for tag, attrs in elements.tags:
+            if tag == "img" and path in charts:
+                assert set(attrs) == {"src", "alt"}, attrs
+                continue
             assert tag not in ("script", "img", "svg", "iframe", "object", "embed"), (path, tag)
             for name, value in attrs.items():
                 assert not name.startswith("on"), (path, tag, name)
@@ -287,3 +366,9 @@ def test_hostile_code_output_errors_and_model_replies_are_inert(served: str, see
     assert "\\x1b]0;owned title\\x07" in text and "\\x9b31m" in text
     run_text = "".join(parse(httpx.get(served + f"runs/{seeded.run}", timeout=10).text).text)
     assert f"I will compute it. {HOSTILE[:40]}" in run_text
+    visible = HOSTILE[:40]  # the markup part, before the terminal escapes
+    evaluation = "".join(parse(httpx.get(served + f"evaluations/{seeded.evaluations[0]}",
+                                         timeout=10).text).text)
+    assert f"Add one and one. {visible}" in evaluation and f"Algebra {visible}" in evaluation
+    training = "".join(parse(httpx.get(served + f"trainings/{seeded.training}", timeout=10).text).text)
+    assert f"there is no function 'no_such_function {visible}" in training

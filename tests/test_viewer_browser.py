@@ -40,7 +40,7 @@ def viewer(tmp_path_factory: pytest.TempPathFactory):
         _missing("the playwright package is not installed")
     if not os.access(CHROMIUM, os.X_OK):
         _missing(f"Chromium is not at {CHROMIUM}")
-    seeded = seed(tmp_path_factory.mktemp("browser") / "runner.db")
+    seeded = seed(tmp_path_factory.mktemp("browser") / "runner.db", training=True)
     env = {**os.environ, "RUNNER_HOME": str(seeded.path.parent)}
     process = subprocess.Popen([sys.executable, "-m", "runner", "logs", "serve", "--port", "0"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -129,6 +129,31 @@ def test_filter_search_open_a_run_and_screenshot(viewer: tuple[str, Seeded], tmp
             width, height = png_size(shot)
             assert width == WIDTH and height > 900  # a full page: the timeline is long
             assert shot.stat().st_size > 20_000  # a page with text on it, not a blank one
+
+            # A training from the navigation: its chart is drawn (an inline PNG the policy
+            # allows), then one epoch's evaluation and a problem's conversation.
+            page.click("header nav >> text=Trainings")
+            page.wait_for_url(re.compile(r".*/trainings$"))
+            page.click(f"a[href='/trainings/{seeded.training}']")
+            page.wait_for_url(re.compile(rf".*/trainings/{seeded.training}$"))
+            body = page.locator("body").inner_text()
+            for text in ("Best training success rate 100.0%", "Epochs", "improved", "refused",
+                         "UNKNOWN_FUNCTION", "seed_helper"):
+                assert text in body, text
+            chart = page.locator("figure.chart img")
+            assert chart.evaluate("e => e.complete && e.naturalWidth") > 400
+            page.click(f"a[href='/evaluations/{seeded.evaluations[0]}']")
+            page.wait_for_url(re.compile(rf".*/evaluations/{seeded.evaluations[0]}$"))
+            assert "Accuracy 33.3%" in page.locator("body").inner_text()
+            assert page.locator("figure.chart img").evaluate("e => e.naturalWidth") > 400
+            assert page.locator("table.problems tbody tr").count() == 3
+            page.locator("table.problems a[href^='/runs/']").first.click()
+            page.wait_for_url(re.compile(r".*/runs/[0-9A-Z]{26}$"))
+            assert "Timeline" in page.locator("body").inner_text()
+            shot = tmp_path / "evaluation.png"
+            page.go_back()
+            page.screenshot(path=str(shot), full_page=True)
+            assert png_size(shot)[0] == WIDTH and shot.stat().st_size > 20_000
         finally:
             browser.close()
     assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems

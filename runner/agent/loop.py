@@ -25,6 +25,9 @@ of it is carried out, and the model is told so (TRUNCATED_REPLY). What is sent e
 stays within `max_context_chars` (`runner.agent.context`): older long replies and outputs
 are cut in the messages sent, never in the log.
 
+Calls of a function named in `handlers` are carried out on the host by that handler
+(`runner.agent.host`), not in the sandbox; a handler may end the run with an answer.
+
 A function that fails `max_consecutive_failures` times in a row is disabled: the model is
 told, and later calls of it are refused (DENIED) without running. For protocols that ask
 for it (`reason_after_failures`), that many failing code blocks in a row (an error, a
@@ -40,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,7 @@ from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopActi
 from .context import DEFAULT_CONTEXT_CHARS, fit
 from .execution import ActionRunner
 from .feedback import Observation
+from .host import HostCall, HostFunction
 from .llm import ChatModel, ChatReply, Message
 from .protocols import ReplyProtocol, get_protocol
 from .run import AgentRun, AgentStatus, AgentTurn
@@ -83,7 +87,8 @@ class Agent:
                  max_feedback_chars: int = feedback.DEFAULT_MAX_CHARS,
                  max_context_chars: int = DEFAULT_CONTEXT_CHARS,
                  system_prompt: str | None = None, log: LogTarget = True,
-                 on_turn: Callable[[AgentTurn], None] | None = None) -> None:
+                 on_turn: Callable[[AgentTurn], None] | None = None,
+                 handlers: Mapping[str, HostFunction] | None = None) -> None:
         require("max_turns", max_turns, Range(1, False, 100_000, integer=True),
                 fix="pass a positive number of turns")
         require("max_consecutive_failures", max_consecutive_failures,
@@ -107,6 +112,11 @@ class Agent:
         self.system_prompt = system_prompt
         self.on_turn = on_turn
         self._log_target = log
+        self.handlers = dict(handlers or {})
+        unknown = sorted(set(self.handlers) - set(self.functions.names))
+        if unknown:
+            raise ConfigurationError(f"handlers for functions the set does not have: {', '.join(unknown)}",
+                                     fix="a host function needs its spec in the agent's functions too")
 
     def run(self, task: str) -> AgentRun:
         """Work on `task` until an answer or a limit; the run, as logged."""
@@ -235,7 +245,8 @@ class _Conversation:
         if stop is None and answer is None:
             stop = self._carry_out(parsed, step)
             if stop is None:
-                answer = self.protocol.answer_from_output(step.results)
+                answer = step.finish if step.finish is not None else \
+                    self.protocol.answer_from_output(step.results)
         if stop is None and answer is None and self.runner.exhausted and not self.budget_announced:
             self.budget_announced = True
             step.notes.append("the sandbox time budget of this conversation is used up: nothing more "
@@ -342,6 +353,11 @@ class _Conversation:
                                   else "The block")
             if stop is not None:
                 return stop
+            if step.finish is not None:  # a host function ended the run: nothing more runs
+                if index + 1 < len(parsed.actions):
+                    step.notes.append("the rest of this reply was not carried out: the "
+                                      "conversation ended with the action before it")
+                break
         return None
 
     def _call(self, action: CallAction, meta: dict[str, Any], step: _Step) -> tuple[AgentStatus, str] | None:
@@ -356,15 +372,20 @@ class _Conversation:
                 text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
                 problems=(item,), call_id=action.call_id))
             return None
-        if self.runner.exhausted:
-            return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
-                                        f"used up before {label} could run")
-        result = self.runner.call(action.function, action.arguments, meta, step.execution_ids)
-        observation = feedback.observe(
-            result, label=label, spec=self.functions.get(action.function), template=self.template,
-            kind="call", max_chars=self.agent.max_feedback_chars, call_id=action.call_id)
+        handler = self.agent.handlers.get(action.function)
+        if handler is not None:
+            observation = self._host_call(handler, action, meta, step)
+        else:
+            if self.runner.exhausted:
+                return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s "
+                                            f"was used up before {label} could run")
+            result = self.runner.call(action.function, action.arguments, meta, step.execution_ids)
+            observation = feedback.observe(
+                result, label=label, spec=self.functions.get(action.function),
+                template=self.template, kind="call", max_chars=self.agent.max_feedback_chars,
+                call_id=action.call_id)
         step.observations.append(observation)
-        if result.status is Status.OK:
+        if observation.ok:
             self.failures[action.function] = 0
             return None
         self.failed_calls.add(key)
@@ -375,6 +396,23 @@ class _Conversation:
                 self.disabled.add(action.function)
                 step.notes.append(feedback.disabled_notice(action.function, count))
         return None
+
+    def _host_call(self, handler: HostFunction, action: CallAction, meta: dict[str, Any],
+                   step: _Step) -> Observation:
+        """A call carried out on the host: its outcome as an observation (see `runner.agent.host`)."""
+        outcome = handler(HostCall(function=action.function, arguments=action.arguments,
+                                   sandbox=self.sandbox, meta=dict(meta),
+                                   execution_ids=step.execution_ids, template=self.template,
+                                   call_id=action.call_id))
+        step.notes += outcome.notes
+        if outcome.finish is not None:
+            step.finish = outcome.finish
+        if outcome.problem is not None:
+            return Observation(text=feedback.render(outcome.problem,
+                                                    max_chars=self.agent.max_feedback_chars),
+                               ok=False, problems=(outcome.problem,), call_id=action.call_id)
+        text, _ = feedback.clip(outcome.text, self.agent.max_feedback_chars, where="the log")
+        return Observation(text=text, ok=True, call_id=action.call_id)
 
     def _code(self, action: CodeAction, meta: dict[str, Any], step: _Step, *, label: str
               ) -> tuple[AgentStatus, str] | None:
@@ -471,6 +509,7 @@ class _Step:
         self.notes: list[str] = []
         self.execution_ids: list[str] = []
         self.results: list[ExecutionResult] = []  # of the code blocks, in order
+        self.finish: str | None = None  # the final answer a host function ended the run with
 
 
 def _key(*parts: Any) -> str:
@@ -483,6 +522,8 @@ def _settings(agent: Agent, limits: Limits) -> dict[str, Any]:
         "budget_s": agent.budget_s, "max_feedback_chars": agent.max_feedback_chars,
         "max_context_chars": agent.max_context_chars,
         "limits": limits.model_dump(mode="json")}
+    if agent.handlers:
+        settings["host_functions"] = sorted(agent.handlers)
     for name in ("temperature", "max_tokens", "timeout_s", "max_retries"):
         value = getattr(agent.llm, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -2,11 +2,13 @@
 
 These are the types `Agent.run` gives back and `--json` prints; the log store keeps them
 as they are (`runner.logs.agent` writes and reads them), so the API, the CLI and
-`runner logs show RUN_ID` all see one shape.
+`runner logs show RUN_ID` all see one shape. `conversation_text` reads a turn as the
+exchange a person (or the AgentOptimizer) follows: the model's words, then the runner's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any
@@ -132,3 +134,24 @@ class AgentRun(BaseModel):
         for turn, source in zip(data["turns"], self.turns, strict=True):
             turn["feedback_text"] = source.feedback_text
         return data
+
+
+def conversation_text(turn: AgentTurn) -> Sequence[tuple[str, str]]:
+    """(speaker, text) pairs of one turn, for showing a conversation as it goes: the model's
+    reply, then what the runner told it back (the outputs and feedback)."""
+    shown: list[tuple[str, str]] = []
+    if turn.error:
+        shown.append(("error", f"[{turn.error.get('code')}] {turn.error.get('message')}"))
+    reply = turn.reply or {}
+    content = str(reply.get("content") or "")
+    calls = reply.get("tool_calls") or []
+    for call in calls:
+        function = call.get("function") or {}
+        content += f"\n[tool call] {function.get('name')}({function.get('arguments')})"
+    if content.strip():
+        shown.append(("model", content.strip()))
+    for message in turn.feedback_messages:
+        text = str(message.get("content") or "")
+        if text.strip():
+            shown.append(("runner", text.strip()))
+    return shown

@@ -8,6 +8,7 @@ its own colour, and the CLI does the same for the set view as a whole.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 
 from ..logs.functions import FunctionVersionRecord
 from ..terminal import diff as coloured_diff
@@ -41,12 +42,16 @@ def render_function_set(function_set: FunctionSet, *, code: bool = False) -> str
     return "\n".join(lines) + "\n"
 
 
+Scores = Mapping[tuple[str, str, int], Sequence[tuple[str, int, float]]]
+
+
 def render_history(records: list[FunctionVersionRecord], *, diffs: bool = True, safe: bool = True,
-                   colour: bool = False) -> str:
+                   colour: bool = False, scores: Scores | None = None) -> str:
     """One block per change, oldest first: when, what, who, and the code diff.
 
     `safe` escapes control sequences in everything that came from a person or a model;
-    `colour` colours the diffs (for a terminal)."""
+    `colour` colours the diffs (for a terminal); `scores` maps (set, function, version) to
+    the (training, epoch, success rate) of the epochs that measured that version."""
     clean = sanitize_for_terminal if safe else (lambda text: text)
     if not records:
         return "no recorded changes\n"
@@ -57,6 +62,12 @@ def render_history(records: list[FunctionVersionRecord], *, diffs: bool = True, 
         heading = clean(f"{record.set_name}.{record.function} v{record.version}")
         lines.append(f"{when}  {style(heading, 'heading', enabled=colour)}  "
                      f"{record.action} by {clean(str(record.author))}{note}")
+        measured = (scores or {}).get((record.set_name, record.function, record.version), [])
+        if measured and record.action != "remove":
+            lines.append("    score: " + ", ".join(
+                f"{rate * 100:.1f}% at epoch {epoch}" + (f" of training {training}"
+                                                         if record.author.name != training else "")
+                for training, epoch, rate in measured))
         if diffs and record.code_diff:
             body = textwrap.indent(clean(record.code_diff.rstrip("\n")), "    ")
             lines.append(coloured_diff(body, enabled=colour))

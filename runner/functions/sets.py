@@ -2,7 +2,8 @@
 
 A set is what a model is offered as tools and what runs in one namespace in the sandbox
 (functions may call each other). Every change (add, replace, remove) bumps that
-function's version and is written to the log database first, with who made it (a person
+function's version (past any version of it the log has for the set's name, so a version
+number never means two codes) and is written to the log database first, with who made it (a person
 or an optimizer run) and a unified diff of the code; if that write fails the change is
 not made. Loading or constructing a set records nothing: it changes nothing.
 
@@ -171,9 +172,15 @@ class FunctionSet:
                 by: Author | str | None, note: str) -> int:
         before = self._specs.get(name)
         before_version = self._versions.get(name)
-        version = before_version if action == "remove" else self._last_version.get(name, 0) + 1
-        assert version is not None
         log = self._version_log()
+        if action == "remove":
+            version = before_version
+        else:
+            # Versions never repeat within a set's name in the log, even across instances
+            # (a set rebuilt from its file after a restart, a second training of the same set).
+            logged = log.latest(self._name, name) if log is not None else None
+            version = max(self._last_version.get(name, 0), logged.version if logged else 0) + 1
+        assert version is not None
         if log is not None:  # first the log: a change that cannot be recorded is not made
             diff = code_diff(before.code if before else "", spec.code if spec else "",
                              function=name, before_version=before_version,

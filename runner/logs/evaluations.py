@@ -251,25 +251,42 @@ class EvaluationLog(SideTable):
                                 f"{self._path}", fix="run `runner math evals` to list them")
         return record
 
-    def list(self, *, limit: int | None = 20) -> list[EvaluationRecord]:
-        """Evaluations, newest first."""
-        sql = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations ORDER BY created_at DESC, id DESC"
+    def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
+             ) -> list[EvaluationRecord]:
+        """Evaluations, newest first; with `before` (created_at, id), the ones after that one
+        in this order (the next page)."""
+        sql = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations"
         params: list[Any] = []
+        if before is not None:
+            sql += " WHERE (created_at, id) < (?, ?)"
+            params += [*before]
+        sql += " ORDER BY created_at DESC, id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
         return [_evaluation(row) for row in rows]
 
-    def items(self, evaluation_id: str, *, status: str | None = None
+    def items(self, evaluation_id: str, *, status: str | None = None,
+              correct: bool | None = None, after: int | None = None, limit: int | None = None
               ) -> builtins.list[ItemRecord]:
-        """The items in sample order (only those with `status`, if given)."""
+        """The items in sample order (only those with `status`, or judged `correct` or not,
+        if given; with `after` and `limit`, a page of them after that position)."""
         sql = (f"SELECT {', '.join(_ITEM_COLUMNS)} FROM evaluation_items WHERE evaluation_id = ?")
         params: list[Any] = [evaluation_id]
         if status is not None:
             sql += " AND status = ?"
             params.append(status)
+        if correct is not None:
+            sql += " AND correct = ?"
+            params.append(int(correct))
+        if after is not None:
+            sql += " AND position > ?"
+            params.append(after)
         sql += " ORDER BY position"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
         return [_item(row) for row in rows]
 

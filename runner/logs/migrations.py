@@ -403,6 +403,80 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX evaluation_items_agent_run ON evaluation_items (agent_run_id);
         """,
     ),
+    Migration(
+        6,
+        "optimizations, optimization_epochs and optimization_actions tables",
+        """
+        CREATE TABLE optimizations (
+            id                  TEXT PRIMARY KEY,         -- ULID, sorts by creation time
+            created_at          TEXT NOT NULL,            -- ISO 8601, UTC, fixed width
+            finished_at         TEXT,                     -- NULL until it has ended
+            status              TEXT NOT NULL,            -- running, finished, interrupted
+            stop_reason         TEXT,                     -- why it ended when it did
+            dataset             TEXT NOT NULL,            -- the training problems: a name or a path
+            split               TEXT,
+            dataset_path        TEXT NOT NULL,
+            dataset_sha256      TEXT NOT NULL,
+            method              TEXT NOT NULL,            -- how the agent solves: mathchat, pot
+            model               TEXT,                     -- the agent's model
+            base_url            TEXT,
+            optimizer_model     TEXT,
+            optimizer_base_url  TEXT,
+            backend             TEXT NOT NULL,
+            set_name            TEXT NOT NULL,            -- the trained set (function_versions.set_name)
+            out_path            TEXT,                     -- where the best set is saved
+            epochs              INTEGER NOT NULL,         -- optimizer epochs asked for
+            best_epoch          INTEGER,                  -- the epoch that measured the best set
+            best_success_rate   REAL,
+            best_functions_json TEXT NOT NULL DEFAULT 'null',  -- the best set (what is saved)
+            settings_json       TEXT NOT NULL DEFAULT '{}',    -- sample, steps, patience, ...
+            error_json          TEXT NOT NULL DEFAULT 'null'   -- why it stopped early, if it did
+        );
+        CREATE INDEX optimizations_created_at ON optimizations (created_at);
+        CREATE TABLE optimization_epochs (
+            optimization_id  TEXT NOT NULL REFERENCES optimizations (id) ON DELETE CASCADE,
+            epoch            INTEGER NOT NULL,         -- 0: the starting set; then one per step
+            status           TEXT NOT NULL,            -- step, evaluate, done
+            started_at       TEXT NOT NULL,
+            finished_at      TEXT,
+            functions_json   TEXT NOT NULL,            -- the set this epoch measures (as far as
+                                                       -- its step got, while it runs)
+            step_end         TEXT,                     -- how the optimizer's step ended
+            evaluation_id    TEXT REFERENCES evaluations (id),  -- the measurement, if any
+            correct          INTEGER,
+            total            INTEGER,
+            success_rate     REAL,                     -- NULL when nothing was measured
+            outcome          TEXT,                     -- baseline, improved, kept, rolled_back,
+                                                       -- unchanged
+            PRIMARY KEY (optimization_id, epoch)
+        );
+        CREATE INDEX optimization_epochs_evaluation ON optimization_epochs (evaluation_id);
+        CREATE TABLE optimization_actions (
+            id                  INTEGER PRIMARY KEY,      -- order of the proposals
+            optimization_id     TEXT NOT NULL,
+            epoch               INTEGER NOT NULL,         -- the epoch whose step proposed it
+            created_at          TEXT NOT NULL,
+            agent_run_id        TEXT REFERENCES agent_runs (id),  -- the optimizer's conversation
+            agent_turn          INTEGER,
+            outcome             TEXT NOT NULL,            -- accepted, rejected, terminated, ended
+            action              TEXT,                     -- add_function, revise_function,
+                                                          -- remove_function; NULL: none readable
+            function            TEXT,
+            code                TEXT,                     -- the feedback code of a refusal
+            reason              TEXT NOT NULL DEFAULT '', -- why refused, or what the smoke call showed
+            spec_json           TEXT,                     -- the function proposed
+            arguments_json      TEXT NOT NULL DEFAULT 'null',  -- the call's arguments as given
+            function_version_id INTEGER REFERENCES function_versions (id),  -- the change it made
+            rolled_back         INTEGER NOT NULL DEFAULT 0,
+            FOREIGN KEY (optimization_id, epoch)
+                REFERENCES optimization_epochs (optimization_id, epoch) ON DELETE CASCADE,
+            FOREIGN KEY (agent_run_id, agent_turn) REFERENCES agent_turns (run_id, number)
+        );
+        CREATE INDEX optimization_actions_epoch ON optimization_actions (optimization_id, epoch);
+        CREATE INDEX optimization_actions_agent_run ON optimization_actions (agent_run_id);
+        CREATE INDEX optimization_actions_version ON optimization_actions (function_version_id);
+        """,
+    ),
 ]
 
 

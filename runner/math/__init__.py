@@ -12,11 +12,16 @@
     solution = solve("Find x if 2x = 6.", model="m", gold="3")   # MathChat, in the sandbox
     report = evaluate("math500", model="m", limit=50, concurrency=4)
 
+    from runner.math import optimize                 # AgentOptimizer training of functions
+    result = optimize("math:train:Algebra", limit=20, epochs=5, model="m", out="learned.json")
+    result.functions, result.history
+
 `Checker` owns the worker processes behind the symbolic step; the module-level functions
-share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation` (loaded
-on first use, since they stand on the agent, which itself reads answers with this
-package). Rules and limits: `runner.math.checker`; normalisation: `runner.math.normalize`;
-extraction: `runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
+share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation`;
+training: `runner.math.optimization` (all loaded on first use, since they stand on the
+agent, which itself reads answers with this package). Rules and limits:
+`runner.math.checker`; normalisation: `runner.math.normalize`; extraction:
+`runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
 """
 
 from __future__ import annotations
@@ -53,13 +58,17 @@ if TYPE_CHECKING:
         resume_evaluation,
     )
     from .mathchat import METHODS, Solution, solve
+    from .optimization import TrainingError, optimize, resume_optimization, training_report
     from .report import EvaluationReport
+    from .training_report import TrainingReport
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {"solve": "mathchat", "Solution": "mathchat", "METHODS": "mathchat",
          "evaluate": "evaluation", "resume_evaluation": "evaluation",
          "evaluation_report": "evaluation", "EvaluationError": "evaluation",
-         "EvaluationReport": "report"}
+         "EvaluationReport": "report", "optimize": "optimization",
+         "resume_optimization": "optimization", "training_report": "optimization",
+         "TrainingError": "optimization", "TrainingReport": "training_report"}
 
 
 def __getattr__(name: str) -> Any:
@@ -78,6 +87,8 @@ __all__ = [
     "LineError",
     "Problem",
     "Solution",
+    "TrainingError",
+    "TrainingReport",
     "Verdict",
     "asks_for_decimal",
     "check",
@@ -90,6 +101,9 @@ __all__ = [
     "is_equivalent",
     "load_dataset",
     "load_jsonl",
+    "optimize",
     "resume_evaluation",
+    "resume_optimization",
     "solve",
+    "training_report",
 ]

@@ -26,7 +26,7 @@ the MathChat way, so each conversation, its executions and its feedback are in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict
 from ..agent.feedback import functions_reference
 from ..agent.loop import Agent, LogTarget
 from ..agent.protocols import AnswerProtocol, CodeProtocol, ReplyProtocol
+from ..agent.run import AgentRun, AgentStatus, AgentTurn
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
-from ..logs.agent import AgentRun, AgentStatus, AgentTurn
 from ..sandbox import Sandbox
 from ..types import Limits
 from .checker import Checker, Verdict, asks_for_decimal, check
@@ -278,24 +278,3 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
             box.close()
     verdict = judge(text, gold, run.final_answer, checker) if gold is not None else None
     return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict)
-
-
-def conversation_text(turn: AgentTurn) -> Sequence[tuple[str, str]]:
-    """(speaker, text) pairs of one turn, for showing a conversation as it goes: the model's
-    reply, then what the runner told it back (the outputs and feedback)."""
-    shown: list[tuple[str, str]] = []
-    if turn.error:
-        shown.append(("error", f"[{turn.error.get('code')}] {turn.error.get('message')}"))
-    reply = turn.reply or {}
-    content = str(reply.get("content") or "")
-    calls = reply.get("tool_calls") or []
-    for call in calls:
-        function = call.get("function") or {}
-        content += f"\n[tool call] {function.get('name')}({function.get('arguments')})"
-    if content.strip():
-        shown.append(("model", content.strip()))
-    for message in turn.feedback_messages:
-        text = str(message.get("content") or "")
-        if text.strip():
-            shown.append(("runner", text.strip()))
-    return shown

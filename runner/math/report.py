@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 from ..logs.evaluations import NO_LEVEL, EvaluationRecord, Summary, Tally
 from ..terminal import sanitize_for_terminal as clean_text
 
-__all__ = ["EvaluationReport", "build_report", "render_markdown", "render_text", "write_chart"]
+__all__ = ["EvaluationReport", "build_report", "chart_png", "render_markdown", "render_text",
+           "write_chart"]
 
 
 class EvaluationReport(BaseModel):
@@ -241,12 +242,23 @@ def _plain(text: object) -> str:
     return clean_text(str(text)).replace("$", r"\$")
 
 
+def _short(text: str, width: int = 32) -> str:
+    """A label that fits under its bar (the tables have the whole name)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     """A PNG bar chart of accuracy by type: one bar for the type, then one per level."""
+    target = Path(path)
+    target.write_bytes(chart_png(report))
+    return target
+
+
+def chart_png(report: EvaluationReport) -> bytes:
+    """The chart of `write_chart`, as PNG bytes (the viewer shows it inline)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    target = Path(path)
     types = list(report.by_type)
     levels = [level for level in _levels(report) if level != NO_LEVEL] or _levels(report)
     series = ["all levels", *levels]
@@ -269,7 +281,7 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
             axes.bar_label(bars, labels=[f"{value:.0f}" for value in values], fontsize=7,
                            padding=1)
     axes.set_xticks(range(len(types)))
-    axes.set_xticklabels([_plain(kind) for kind in types], rotation=20, ha="right",
+    axes.set_xticklabels([_short(_plain(kind)) for kind in types], rotation=20, ha="right",
                          fontsize=8)
     axes.set_ylim(0, 118)  # headroom for the legend above the bars
     axes.set_yticks(range(0, 101, 20))
@@ -281,5 +293,13 @@ def write_chart(report: EvaluationReport, path: str | Path) -> Path:
     axes.legend(fontsize=7, ncols=min(len(series), 7), loc="upper center", frameon=False)
     axes.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    figure.savefig(target, format="png")
-    return target
+    return figure_png(figure)
+
+
+def figure_png(figure: Any) -> bytes:
+    """A matplotlib figure as PNG bytes."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

@@ -1,12 +1,13 @@
-"""The viewer's pages: executions, one execution, agent runs, one run, function sets.
+"""The viewer's pages: executions, one execution, agent runs, one run, function sets
+(evaluations and trainings are in `math_pages`).
 
 Each page is a handler `(request, store) -> response` wrapped by `page`, which opens the
 log read-only for the request and closes it after. Queries come from `runner.logs.query`
 and the record readers of `runner.logs`; no SQL lives here.
 
-To add a page (an evaluation, an optimizer training), write its handler and template
-here or in a module of its own, add a `Route` to `routes()` (or pass it to `create_app`),
-and, for a top-level page, a `Section` to `SECTIONS` so the navigation bar shows it.
+To add a page, write its handler and template here or in a module of its own (as
+`math_pages` does), add its `Route`s to `routes()` (or pass them to `create_app`), and, for
+a top-level page, a `Section` to `SECTIONS` so the navigation bar shows it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ SECTIONS: list[Section] = [
     Section("Executions", "/executions"),
     Section("Agent runs", "/runs"),
     Section("Functions", "/functions"),
+    Section("Evaluations", "/evaluations"),
+    Section("Trainings", "/trainings"),
 ]
 
 
@@ -287,6 +290,8 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Any]] = {
 
 
 def routes() -> list[Route]:
+    from runner.logs.viewer import math_pages
+
     return [
         Route("/", home),
         Route("/executions", executions),
@@ -295,4 +300,5 @@ def routes() -> list[Route]:
         Route("/runs/{run_id}", run),
         Route("/functions", functions),
         Route("/functions/history", function_history),
+        *math_pages.routes(),
     ]

@@ -1,0 +1,400 @@
+"""AgentOptimizer trainings in the log database: the training, its epochs, every proposed action.
+
+Tables (migration 6):
+- `optimizations`: one row per training: the training problems (and their file's hash),
+  the agent's and the optimizer's models, the backend, the trained set's name, where the
+  best set is saved, the best set itself with its epoch and success rate, settings, status;
+- `optimization_epochs`: one row per epoch: the set it measures, how the optimizer's step
+  that made it ended, the evaluation that measured it (a foreign key to `evaluations`,
+  whose items link to every conversation), the success rate and what was decided
+  (baseline, improved, kept, rolled_back, unchanged);
+- `optimization_actions`: one row per proposal of the optimizer (accepted or refused, with
+  the feedback code and reason) and per optimizer conversation that proposed nothing (it
+  said TERMINATE, or ended otherwise), each with its agent run and turn (foreign keys),
+  and, for an accepted one, the function version it made (`function_versions.id`).
+
+An epoch row is written when the epoch starts, its set rewritten as each action of its
+step is accepted, and its measurement and decision written once, when they are known; so
+a training resumes from whatever it had recorded (`runner.math.optimization`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
+
+from runner.errors import LogStoreError, NotFoundError
+from runner.logs.side_table import SideTable
+
+
+class OptimizationStatus(StrEnum):
+    RUNNING = "running"  # (or its process died: `runner math optimize --resume ID` continues it)
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
+
+
+class OptimizationRecord(BaseModel):
+    """One training's settings and state (epochs and actions are separate)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    status: OptimizationStatus = OptimizationStatus.RUNNING
+    stop_reason: str | None = None
+    dataset: str
+    split: str | None = None
+    dataset_path: str
+    dataset_sha256: str
+    method: str
+    model: str | None = None
+    base_url: str | None = None
+    optimizer_model: str | None = None
+    optimizer_base_url: str | None = None
+    backend: str
+    set_name: str
+    out_path: str | None = None
+    epochs: int
+    best_epoch: int | None = None
+    best_success_rate: float | None = None
+    best_functions: dict[str, Any] | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+
+class EpochRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    optimization_id: str
+    epoch: int
+    status: str  # step, evaluate, done
+    started_at: datetime
+    finished_at: datetime | None = None
+    functions: dict[str, Any]
+    step_end: str | None = None
+    evaluation_id: str | None = None
+    correct: int | None = None
+    total: int | None = None
+    success_rate: float | None = None
+    outcome: str | None = None  # baseline, improved, kept, rolled_back, unchanged
+
+    @property
+    def rolled_back(self) -> bool:
+        return self.outcome == "rolled_back"
+
+
+class ActionRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    optimization_id: str
+    epoch: int
+    created_at: datetime
+    agent_run_id: str | None = None
+    agent_turn: int | None = None
+    outcome: str  # accepted, rejected, terminated, ended
+    action: str | None = None
+    function: str | None = None
+    code: str | None = None
+    reason: str = ""
+    spec: dict[str, Any] | None = None
+    arguments: Any = None
+    function_version_id: int | None = None
+    rolled_back: bool = False
+
+
+class NewAction(BaseModel):
+    """A row of `optimization_actions` to write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_run_id: str | None
+    agent_turn: int | None = None
+    outcome: str
+    action: str | None = None
+    function: str | None = None
+    code: str | None = None
+    reason: str = ""
+    spec: dict[str, Any] | None = None
+    arguments: Any = None
+    function_version_id: int | None = None
+
+
+_OPT_COLUMNS = ("id", "created_at", "finished_at", "status", "stop_reason", "dataset", "split",
+                "dataset_path", "dataset_sha256", "method", "model", "base_url",
+                "optimizer_model", "optimizer_base_url", "backend", "set_name", "out_path",
+                "epochs", "best_epoch", "best_success_rate", "best_functions_json",
+                "settings_json", "error_json")
+_EPOCH_COLUMNS = ("optimization_id", "epoch", "status", "started_at", "finished_at",
+                  "functions_json", "step_end", "evaluation_id", "correct", "total",
+                  "success_rate", "outcome")
+_ACTION_COLUMNS = ("id", "optimization_id", "epoch", "created_at", "agent_run_id", "agent_turn",
+                   "outcome", "action", "function", "code", "reason", "spec_json",
+                   "arguments_json", "function_version_id", "rolled_back")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _load(text: str | None, default: Any = None) -> Any:
+    return json.loads(text) if text else default
+
+
+class OptimizationLog(SideTable):
+    """Reads and writes trainings, their epochs and actions in the log database."""
+
+    what = "the optimization log"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def create(self, record: OptimizationRecord) -> None:
+        row = {
+            "id": record.id, "created_at": _iso(record.created_at),
+            "finished_at": _iso(record.finished_at), "status": str(record.status),
+            "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
+            "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
+            "method": record.method, "model": record.model, "base_url": record.base_url,
+            "optimizer_model": record.optimizer_model,
+            "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
+            "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
+            "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
+            "best_functions_json": _json(record.best_functions),
+            "settings_json": _json(record.settings), "error_json": _json(record.error)}
+        sql = (f"INSERT INTO optimizations ({', '.join(_OPT_COLUMNS)}) "
+               f"VALUES ({', '.join(':' + c for c in _OPT_COLUMNS)})")
+        self._run(lambda conn: conn.execute(sql, row), "write to")
+
+    def set_status(self, optimization_id: str, status: OptimizationStatus, *,
+                   stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
+        finished = _now() if status is OptimizationStatus.FINISHED else None
+        self._run(lambda conn: conn.execute(
+            "UPDATE optimizations SET status = ?, stop_reason = ?, error_json = ?, "
+            "finished_at = ? WHERE id = ?",
+            (str(status), stop_reason, _json(error), finished, optimization_id)), "write to")
+
+    def set_best(self, optimization_id: str, *, epoch: int, success_rate: float,
+                 functions: dict[str, Any]) -> None:
+        self._run(lambda conn: conn.execute(
+            "UPDATE optimizations SET best_epoch = ?, best_success_rate = ?, "
+            "best_functions_json = ? WHERE id = ?",
+            (epoch, success_rate, _json(functions), optimization_id)), "write to")
+
+    def start_epoch(self, optimization_id: str, epoch: int, *, functions: dict[str, Any],
+                    status: str) -> None:
+        """The epoch's row (again, unchanged, if it is already there: a resumed epoch)."""
+        self._run(lambda conn: conn.execute(
+            "INSERT OR IGNORE INTO optimization_epochs (optimization_id, epoch, status, "
+            "started_at, functions_json) VALUES (?, ?, ?, ?, ?)",
+            (optimization_id, epoch, status, _now(), _json(functions))), "write to")
+
+    def record_step_run(self, optimization_id: str, epoch: int, actions: Sequence[NewAction], *,
+                        functions: dict[str, Any]) -> None:
+        """One optimizer conversation's proposals, and the epoch's set after them, together."""
+        names = [c for c in _ACTION_COLUMNS if c not in ("id", "rolled_back")]
+        sql = (f"INSERT INTO optimization_actions ({', '.join(names)}) "
+               f"VALUES ({', '.join('?' for _ in names)})")
+        now = _now()
+        rows = [(optimization_id, epoch, now, a.agent_run_id, a.agent_turn, a.outcome, a.action,
+                 a.function, a.code, a.reason, _json(a.spec) if a.spec is not None else None,
+                 _json(a.arguments), a.function_version_id) for a in actions]
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("UPDATE optimization_epochs SET functions_json = ? "
+                             "WHERE optimization_id = ? AND epoch = ?",
+                             (_json(functions), optimization_id, epoch))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        self._run(work, "write to")
+
+    def end_step(self, optimization_id: str, epoch: int, *, step_end: str,
+                 functions: dict[str, Any]) -> None:
+        """The step is over: the epoch goes on to its measurement."""
+        self._run(lambda conn: conn.execute(
+            "UPDATE optimization_epochs SET status = 'evaluate', step_end = ?, functions_json = ? "
+            "WHERE optimization_id = ? AND epoch = ?",
+            (step_end, _json(functions), optimization_id, epoch)), "write to")
+
+    def set_evaluation(self, optimization_id: str, epoch: int, evaluation_id: str) -> None:
+        self._run(lambda conn: conn.execute(
+            "UPDATE optimization_epochs SET evaluation_id = ? WHERE optimization_id = ? AND "
+            "epoch = ?", (evaluation_id, optimization_id, epoch)), "write to")
+
+    def finish_epoch(self, optimization_id: str, epoch: int, *, outcome: str,
+                     correct: int | None, total: int | None, success_rate: float | None) -> None:
+        """The measurement and the decision; an epoch rolled back marks its actions too."""
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "UPDATE optimization_epochs SET status = 'done', finished_at = ?, outcome = ?, "
+                    "correct = ?, total = ?, success_rate = ? WHERE optimization_id = ? AND epoch = ?",
+                    (_now(), outcome, correct, total, success_rate, optimization_id, epoch))
+                if outcome == "rolled_back":
+                    conn.execute("UPDATE optimization_actions SET rolled_back = 1 WHERE "
+                                 "optimization_id = ? AND epoch = ? AND outcome = 'accepted'",
+                                 (optimization_id, epoch))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        self._run(work, "write to")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def find(self, id_or_prefix: str) -> OptimizationRecord | None:
+        """The training with this id, or the only one whose id starts with it."""
+        wanted = id_or_prefix.strip().upper()
+        if not wanted:
+            return None
+        select = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
+        rows = self._run(lambda conn: conn.execute(f"{select} WHERE id = ?", (wanted,)).fetchall(),
+                         "read")
+        if not rows:
+            pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self._run(lambda conn: conn.execute(
+                f"{select} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 6", (pattern,)).fetchall(),
+                "read")
+            if len(rows) > 1:
+                shown = ", ".join(r[0] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+                raise NotFoundError(f"{id_or_prefix!r} matches several trainings ({shown})",
+                                    fix="type more characters of the id")
+        return _optimization(rows[0]) if rows else None
+
+    def get(self, id_or_prefix: str) -> OptimizationRecord:
+        record = self.find(id_or_prefix)
+        if record is None:
+            raise NotFoundError(f"no training with an id starting {id_or_prefix!r} in "
+                                f"{self._path}", fix="`runner math optimizations` lists them")
+        return record
+
+    def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
+             ) -> builtins.list[OptimizationRecord]:
+        """Trainings, newest first; with `before` (created_at, id), the ones after it."""
+        sql = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
+        params: builtins.list[Any] = []
+        if before is not None:
+            sql += " WHERE (created_at, id) < (?, ?)"
+            params += [*before]
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
+        return [_optimization(row) for row in rows]
+
+    def epochs(self, optimization_id: str) -> builtins.list[EpochRecord]:
+        rows = self._run(lambda conn: conn.execute(
+            f"SELECT {', '.join(_EPOCH_COLUMNS)} FROM optimization_epochs WHERE "
+            "optimization_id = ? ORDER BY epoch", (optimization_id,)).fetchall(), "read")
+        return [_epoch(row) for row in rows]
+
+    def actions(self, optimization_id: str, epoch: int | None = None) -> builtins.list[ActionRecord]:
+        sql = (f"SELECT {', '.join(_ACTION_COLUMNS)} FROM optimization_actions WHERE "
+               "optimization_id = ?")
+        params: builtins.list[Any] = [optimization_id]
+        if epoch is not None:
+            sql += " AND epoch = ?"
+            params.append(epoch)
+        rows = self._run(lambda conn: conn.execute(sql + " ORDER BY id", params).fetchall(), "read")
+        return [_action(row) for row in rows]
+
+    def for_evaluation(self, evaluation_id: str) -> tuple[str, int] | None:
+        """(training, epoch) that an evaluation measured, if it was a training's."""
+        row = self._run(lambda conn: conn.execute(
+            "SELECT optimization_id, epoch FROM optimization_epochs WHERE evaluation_id = ?",
+            (evaluation_id,)).fetchone(), "read")
+        return (str(row[0]), int(row[1])) if row else None
+
+    def version_scores(self, set_name: str) -> dict[tuple[str, int], builtins.list[tuple[str, int, float]]]:
+        """For each (function, version) of a set that a training measured: (training, epoch,
+        success rate) of every epoch whose set held exactly that version."""
+        rows = self._run(lambda conn: conn.execute(
+            "SELECT e.optimization_id, e.epoch, e.success_rate, e.functions_json "
+            "FROM optimization_epochs e JOIN optimizations o ON o.id = e.optimization_id "
+            "WHERE o.set_name = ? AND e.success_rate IS NOT NULL ORDER BY e.optimization_id, "
+            "e.epoch", (set_name,)).fetchall(), "read")
+        scores: dict[tuple[str, int], builtins.list[tuple[str, int, float]]] = {}
+        for optimization_id, epoch, rate, functions_json in rows:
+            functions = (_load(functions_json, {}) or {}).get("functions") or []
+            for function in functions:
+                name, version = function.get("name"), function.get("version")
+                if isinstance(name, str) and isinstance(version, int):
+                    scores.setdefault((name, version), []).append(
+                        (str(optimization_id), int(epoch), float(rate)))
+        return scores
+
+
+def _optimization(row: Sequence[Any]) -> OptimizationRecord:
+    r = dict(zip(_OPT_COLUMNS, row, strict=True))
+    try:
+        return OptimizationRecord(
+            id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
+            finished_at=_time(r["finished_at"]), status=OptimizationStatus(r["status"]),
+            stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
+            dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
+            method=r["method"], model=r["model"], base_url=r["base_url"],
+            optimizer_model=r["optimizer_model"], optimizer_base_url=r["optimizer_base_url"],
+            backend=r["backend"], set_name=r["set_name"], out_path=r["out_path"],
+            epochs=r["epochs"], best_epoch=r["best_epoch"],
+            best_success_rate=r["best_success_rate"],
+            best_functions=_load(r["best_functions_json"]),
+            settings=_load(r["settings_json"], {}) or {}, error=_load(r["error_json"]))
+    except ValueError as exc:
+        raise LogStoreError(f"training {r['id']} in the log database cannot be read: {exc}",
+                            fix="the row was probably edited by hand; fix or delete it") from exc
+
+
+def _epoch(row: Sequence[Any]) -> EpochRecord:
+    r = dict(zip(_EPOCH_COLUMNS, row, strict=True))
+    return EpochRecord(
+        optimization_id=r["optimization_id"], epoch=r["epoch"], status=r["status"],
+        started_at=datetime.fromisoformat(r["started_at"]), finished_at=_time(r["finished_at"]),
+        functions=_load(r["functions_json"], {}) or {}, step_end=r["step_end"],
+        evaluation_id=r["evaluation_id"], correct=r["correct"], total=r["total"],
+        success_rate=r["success_rate"], outcome=r["outcome"])
+
+
+def _action(row: Sequence[Any]) -> ActionRecord:
+    r = dict(zip(_ACTION_COLUMNS, row, strict=True))
+    return ActionRecord(
+        id=r["id"], optimization_id=r["optimization_id"], epoch=r["epoch"],
+        created_at=datetime.fromisoformat(r["created_at"]), agent_run_id=r["agent_run_id"],
+        agent_turn=r["agent_turn"], outcome=r["outcome"], action=r["action"],
+        function=r["function"], code=r["code"], reason=r["reason"] or "",
+        spec=_load(r["spec_json"]), arguments=_load(r["arguments_json"]),
+        function_version_id=r["function_version_id"], rolled_back=bool(r["rolled_back"]))
