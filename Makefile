@@ -54,7 +54,7 @@ chromium-ready:
 
 # RUNNER_REQUIRE_E2E, RUNNER_REQUIRE_DOCKER: here a missing model server, browser or
 # Docker engine is a failure, not a skip.
-test: docker-ready e2e-ready chromium-ready
+test: lint docker-ready e2e-ready chromium-ready
 	RUNNER_REQUIRE_E2E=1 RUNNER_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
 
 # Static checks of the package: ruff (style, bugs) and mypy --strict (types), both

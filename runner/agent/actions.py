@@ -1,8 +1,8 @@
 """What a model's reply asks for, once a protocol has parsed it.
 
 A reply becomes a `ParsedReply`: the actions to carry out in order (call a function, run a
-code block, give the final answer, or end the conversation without one), the problems that made (part of) it unusable, and
-notes for the model about what was ignored. These are plain frozen data: the loop runs
+code block, give the final answer, or end the conversation without one), the problems that
+made (part of) it unusable, and notes for the model about what was ignored. These are plain frozen data: the loop runs
 them, the feedback module words them, and the log stores them as JSON.
 """
 

@@ -24,8 +24,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
-from ..math.extract import last_boxed as last_boxed  # one rule for agent and evaluation
 from ..jsonlimits import JsonBounds, JsonBoundsError, json_problem, loads
+from ..math.extract import last_boxed as last_boxed  # one rule for agent and evaluation
 
 # What one reply may hold as JSON: replies are bounded by the model's token limit, but a
 # server can send anything. Beyond these, text is not read as JSON (and the model is told).

@@ -70,7 +70,7 @@ class Report:
             return True
         except RunnerError as exc:
             self.checks.append(Check(name, False, exc.message, exc.fix or ""))
-        except Exception as exc:  # noqa: BLE001 - a check must report, never crash the doctor
+        except Exception as exc:
             self.checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
         return False
 

@@ -9,6 +9,7 @@ fix is the engine, never the image or the runner's installation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -162,7 +163,5 @@ def containers(label_filter: str, *, all_states: bool = True) -> list[dict[str, 
 def remove_containers(names_or_ids: Sequence[str]) -> None:
     """Best effort: with the engine down there is nothing to remove it from."""
     if names_or_ids:
-        try:
+        with contextlib.suppress(EngineUnavailableError):
             docker(["rm", "-f", *names_or_ids], check=False, timeout=60)
-        except EngineUnavailableError:
-            pass

@@ -36,7 +36,6 @@ from runner.logs.side_table import SideTable
 from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore, transaction
 from runner.terminal import PLAIN, Style
 
-
 # -- the database ---------------------------------------------------------------------------
 
 _RUN_COLUMNS = ("id", "started_at", "finished_at", "task", "protocol", "model", "base_url",
@@ -247,7 +246,7 @@ class AgentLog(SideTable):
         rows = self._run(lambda conn: conn.execute(
             f"SELECT run_id, COUNT(*) FROM agent_turns WHERE run_id IN ({marks}) GROUP BY run_id",
             list(run_ids)).fetchall(), "read")
-        return {run_id: count for run_id, count in rows}
+        return {str(run_id): int(count) for run_id, count in rows}
 
     def _with_turns(self, row: Sequence[Any]) -> AgentRun:
         turn_rows = self._run(lambda conn: conn.execute(

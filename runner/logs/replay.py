@@ -34,8 +34,9 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runner.agent.run import AgentRun
 from runner.errors import NotFoundError
-from runner.logs.agent import AgentRun, find_agent_run
+from runner.logs.agent import find_agent_run
 from runner.logs.store import ExecutionRecord, LogStore
 from runner.types import ExecutionResult, Status
 

@@ -232,7 +232,7 @@ class Checker:
         try:
             gold_forms = normalize_answer(gold)
             candidate_forms = normalize_answer(candidate, candidate=True)
-        except Exception as exc:  # noqa: BLE001 - a rule bug must not crash an evaluation
+        except Exception as exc:
             return self._verdict(False, "error", f"normalisation failed: {type(exc).__name__}",
                                  gold[:200], candidate[:200], allow_decimal, failed=True)
         first: Verdict | None = None

@@ -39,10 +39,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..agent.run import AgentStatus
 from ..errors import ConfigurationError, LLMError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
-from ..logs.agent import AgentLog, AgentStatus
+from ..logs.agent import AgentLog
 from ..logs.evaluations import (
     EvaluationLog,
     EvaluationRecord,

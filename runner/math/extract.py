@@ -76,8 +76,8 @@ def last_boxed(text: str) -> str | None:
 
     None also when that last box is unbalanced or empty (see the module docstring)."""
     last = None
-    for last in _BOX_COMMAND.finditer(text):
-        pass
+    for match in _BOX_COMMAND.finditer(text):
+        last = match
     if last is None:
         return None
     return _box_content(text, last.end())

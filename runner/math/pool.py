@@ -13,6 +13,7 @@ them. The pool is thread-safe: each caller thread borrows one idle worker at a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import selectors
@@ -134,10 +135,8 @@ class _Worker:
                     stream.close()
             except OSError:
                 pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 class WorkerPool:
