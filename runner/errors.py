@@ -108,3 +108,10 @@ class ToolsNotSupportedError(LLMRequestError):
     """The model or server rejects the `tools` parameter of native function calling."""
 
     code = "TOOLS_UNSUPPORTED"
+
+
+class RunLostError(RunnerError):
+    """The backend lost a run for a reason that is not the code's (a cluster node went
+    away): a conversation stops there, rather than tell the model about the cluster."""
+
+    code = "RUN_LOST"

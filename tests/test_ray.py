@@ -164,6 +164,73 @@ def test_a_node_lost_mid_batch(ray_cluster, tmp_path: Path):
     ray_cluster.nodes.remove(second)
 
 
+def test_an_evaluation_that_loses_a_node_counts_each_problem_once(ray_cluster, tmp_path: Path):
+    """A math evaluation on the cluster, the second node killed while its blocks run: the
+    conversations that lost a run end `crashed` (RUN_LOST, never shown to the model), their
+    problems run once more on the node that is left, and each problem counts once."""
+    import re
+
+    from fake_openai_server import FakeOpenAI
+
+    from runner.math import evaluate
+
+    count = 8
+    dataset = tmp_path / "sums.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"p{i}", "problem": f"Compute {i} + {i + 1}.",
+                                           "answer": str(2 * i + 1), "type": "Algebra",
+                                           "level": "Level 1"}) + "\n" for i in range(count)))
+
+    def respond(body: dict) -> str:
+        messages = body["messages"]
+        task = next(m["content"] for m in messages if m["role"] == "user")
+        a, b = (int(n) for n in re.findall(r"Compute (\d+) \+ (\d+)", task)[0])
+        if not any(m["role"] == "assistant" for m in messages):  # first reply: a block
+            return "Let me compute it.\n```python\n" + BUSY_SECOND + f"print({a} + {b})\n```"
+        return f"So the sum is $\\boxed{{{a + b}}}$."
+
+    store = LogStore(tmp_path / "log.sqlite")
+    second = ray_cluster.nodes[1]
+    outcome: dict[str, object] = {}
+    options = {**backend_options("ray"), "pool_size": 1}
+    with FakeOpenAI(model="m", responder=respond) as server, \
+            Sandbox(backend="ray", log_store=False, **options) as warm:
+        # The evaluation's Sandbox shares these actors (the same settings): both are up.
+        warm.warm()
+        _wait_for(lambda: len(warm._backend.placement()) == 2, 60, "an actor on each node")
+
+        def run() -> None:
+            outcome["report"] = evaluate(dataset, model="m", base_url=server.url, backend="ray",
+                                         backend_options=options, concurrency=4,
+                                         log_store=store)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        _wait_for(lambda: len(server.requests) >= 4, 60, "blocks in flight on both nodes")
+        time.sleep(0.5)
+        second.kill()
+        thread.join(timeout=300)
+        assert not thread.is_alive(), "the evaluation hung after its node was lost"
+    report = outcome["report"]
+    assert (report.correct, report.total) == (count, count), report.to_json_dict()
+    conn = store._connection()
+    attempts = dict(conn.execute("SELECT problem_id, attempts FROM evaluation_items").fetchall())
+    lost_runs = conn.execute("SELECT COUNT(*) FROM agent_runs WHERE status = 'crashed' AND "
+                             "json_extract(error_json, '$.code') = 'RUN_LOST'").fetchone()[0]
+    retried = [problem for problem, n in attempts.items() if n == 2]
+    nodes = [json.loads(r).get("resources", {}).get("node") if r else None for (r,) in conn.execute(
+        "SELECT result_extra_json FROM executions").fetchall()]
+    assert retried, f"no conversation was running on the killed node: {nodes}"
+    assert set(attempts.values()) <= {1, 2} and lost_runs == len(retried), (attempts, lost_runs)
+    for run_id, messages in conn.execute(
+            "SELECT run_id, messages_sent_json FROM agent_turns").fetchall():
+        assert "NodeLost" not in messages, f"run {run_id} told the model about the cluster"
+    store.close()
+    ray_cluster.nodes.remove(second)
+    ray_cluster.add_node()
+    with Sandbox(backend="ray", log_store=False, **backend_options("ray")) as sandbox:
+        _wait_for(lambda: len(sandbox._backend.placement()) == 2, 60, "an actor on the new node")
+
+
 @pytest.mark.docker
 def test_docker_as_the_inner_tier_on_the_nodes(ray_cluster):
     options = {**backend_options("ray"), **backend_options("docker")}

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..backends.base import run_was_lost
 from ..budget import TimeBudget
+from ..errors import RunLostError
 from ..functions import call_function
 from ..ids import new_id
 from ..types import ExecutionResult, Limits, Status
@@ -52,6 +54,13 @@ class ActionRunner:
     def _charge(self, result: ExecutionResult) -> None:
         self.budget.charge(result)
         self.used_ms += result.duration_ms
+        if run_was_lost(result):
+            # Not something the code did, nor something the model can fix: the run ends
+            # (crashed, RUN_LOST) and whoever drives it decides whether to run it again.
+            raise RunLostError(
+                f"the sandbox lost execution {result.id}: "
+                f"{result.error.message if result.error else 'no reason given'}",
+                fix="run the conversation again (an evaluation does so once by itself)")
 
     def call(self, function: str, arguments: Any, meta: dict[str, Any], ids: list[str]
              ) -> ExecutionResult:

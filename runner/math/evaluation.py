@@ -39,8 +39,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..agent.run import AgentStatus
-from ..errors import ConfigurationError, LLMError, RunnerError
+from ..agent.run import AgentRun, AgentStatus
+from ..errors import ConfigurationError, LLMError, RunLostError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs.agent import AgentLog
@@ -345,9 +345,15 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                 if stop.is_set():
                     return
                 problem = Problem.model_validate(item.problem)
-                evaluations.start_item(record.id, item.position)
-                started = time.monotonic()
-                run = agent.run(problem.problem)
+                for attempt in (1, 2):
+                    evaluations.start_item(record.id, item.position)
+                    started = time.monotonic()
+                    run = agent.run(problem.problem)
+                    # A run the backend lost (a cluster node went away) is not the model's
+                    # doing: the problem runs once more, and that attempt counts, whatever
+                    # happens to it.
+                    if not (attempt == 1 and _lost(run)):
+                        break
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
                         and run.error.get("code") in _FATAL_LLM_CODES:
                     raise _Stop(run.error)
@@ -375,6 +381,11 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     final = evaluations.get(record.id)
     listener.finished(final)
     return build_report(final, evaluations.summary(record.id))
+
+
+def _lost(run: AgentRun) -> bool:
+    return run.status is AgentStatus.CRASHED and run.error is not None and \
+        run.error.get("code") == RunLostError.code
 
 
 def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], concurrency: int,
