@@ -259,9 +259,11 @@ def _size(count: int) -> str:
               help="Delete what started before then: 30d (older than 30 days), 2w, a date.")
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
 def logs_prune(before: datetime, dry_run: bool) -> None:
-    """Delete old executions and agent runs (with their turns and search index), then VACUUM.
+    """Delete old executions, agent runs (with their turns and search index), evaluations and
+    trainings, then VACUUM.
 
-    Function versions are kept: they are the history of what the sets are now."""
+    Function versions are kept: they are the history of what the sets are now. What a kept
+    record points at (an older conversation behind a newer evaluation's verdict) is kept."""
     from .logs import LogStore
     from .logs.maintenance import prune
 
@@ -269,7 +271,9 @@ def logs_prune(before: datetime, dry_run: bool) -> None:
         report = prune(store, before, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
     _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
-          f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}")
+          f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}"
+          + (f", {report.evaluations:,} evaluations and {report.optimizations:,} trainings"
+             if report.evaluations or report.optimizations else ""))
     if not dry_run:
         _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
 

@@ -21,7 +21,8 @@ from test_logstore import make_pair
 from runner.cli import main
 from runner.ids import new_id
 from runner.logs import LogStore
-from runner.logs.agent import AgentLog, AgentRun, AgentTurn
+from runner.agent.run import AgentRun, AgentTurn
+from runner.logs.agent import AgentLog
 from runner.types import ExecutionRequest, ExecutionResult, Limits, Status
 
 
@@ -242,3 +243,39 @@ def test_prune_deletes_old_rows_with_their_index_and_vacuums(tmp_path: Path):
     conn.close()
     assert db.stat().st_size < size_before * 0.75  # VACUUM gave the space back
     assert logs(tmp_path, "prune").exit_code == 2  # --before is required
+
+
+def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path: Path):
+    """An evaluation created before the cut goes with its items; an old conversation that a
+    kept evaluation's verdict points at stays (with its turns and executions)."""
+    from runner.logs.evaluations import EvaluationLog, EvaluationRecord, NewItem
+
+    old = datetime.now(UTC) - timedelta(days=40)
+    db = tmp_path / "runner.db"
+    with LogStore(db) as store:
+        runs, evaluations = AgentLog(store), EvaluationLog(store)
+        old_runs = []
+        for _ in range(2):
+            run = AgentRun(id=new_id(), task="a problem", protocol="code", started_at=old)
+            runs.start(run)
+            request, result = make_pair(started_at=old)
+            store.record_execution(request, result, meta={"agent_run": run.id, "agent_turn": 1})
+            runs.add_turn(run.id, AgentTurn(number=1, started_at=old, messages_sent=[],
+                                            execution_ids=[result.id]))
+            old_runs.append((run.id, result.id))
+        for created, (run_id, _) in zip((old, datetime.now(UTC)), old_runs, strict=True):
+            record = EvaluationRecord(id=new_id(), created_at=created, dataset="x",
+                                      dataset_path="x.jsonl", dataset_sha256="0", method="pot",
+                                      backend="restricted", checker_version="v", total=1)
+            evaluations.create(record, [NewItem(problem_id="p", problem={"problem": "?"})])
+            evaluations.finish_item(record.id, 0, agent_run_id=run_id, run_status="answered",
+                                    answer="1", correct=True, verdict=None, duration_ms=1)
+    done = logs(tmp_path, "prune", "--before", "30d")
+    assert done.exit_code == 0, done.output
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 1
+        assert conn.execute("SELECT COUNT(*) FROM evaluation_items").fetchone()[0] == 1
+        left_runs = {row[0] for row in conn.execute("SELECT id FROM agent_runs")}
+        left_executions = {row[0] for row in conn.execute("SELECT id FROM executions")}
+    assert left_runs == {old_runs[1][0]}, "the run a kept verdict points at must stay"
+    assert left_executions == {old_runs[1][1]}

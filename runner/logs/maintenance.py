@@ -1,7 +1,10 @@
 """Keeping the log small: `runner logs prune --before 30d` deletes old rows, then VACUUM.
 
-What goes: executions started before the cut-off, and agent runs started before it with
-all their turns and all their executions (a run is kept or dropped whole). The search
+What goes: executions started before the cut-off, agent runs started before it with all
+their turns and all their executions (a run is kept or dropped whole), and evaluations and
+optimizer trainings created before it, with their items, epochs and actions. What a kept
+record still points at stays, however old: the conversation behind a kept evaluation's
+verdict, the evaluation behind a kept training's epoch. The search
 index follows by its triggers. Function versions stay: they are the history of what the
 function sets are now, however old. A replay whose original is deleted keeps its row;
 its `replay_of` becomes NULL (the foreign key says ON DELETE SET NULL). The filter
@@ -30,14 +33,26 @@ class PruneReport(BaseModel):
     executions: int
     agent_runs: int
     agent_turns: int
+    evaluations: int = 0
+    optimizations: int = 0
     bytes_before: int
     bytes_after: int
     dry_run: bool
 
 
-_OLD_RUNS = "SELECT id FROM agent_runs WHERE started_at < :cut"
-_COUNT_EXECUTIONS = ("SELECT COUNT(*) FROM executions WHERE started_at < :cut "
-                     f"OR agent_run_id IN ({_OLD_RUNS})")
+_OLD_OPTIMIZATIONS = "SELECT id FROM optimizations WHERE created_at < :cut"
+_OLD_EVALUATIONS = ("SELECT id FROM evaluations WHERE created_at < :cut AND id NOT IN ("
+                    "SELECT evaluation_id FROM optimization_epochs WHERE evaluation_id IS NOT NULL "
+                    f"AND optimization_id NOT IN ({_OLD_OPTIMIZATIONS}))")
+_KEPT_RUNS = ("SELECT agent_run_id FROM evaluation_items WHERE agent_run_id IS NOT NULL "
+              f"AND evaluation_id NOT IN ({_OLD_EVALUATIONS}) UNION "
+              "SELECT agent_run_id FROM optimization_actions WHERE agent_run_id IS NOT NULL "
+              f"AND optimization_id NOT IN ({_OLD_OPTIMIZATIONS})")
+_OLD_RUNS = f"SELECT id FROM agent_runs WHERE started_at < :cut AND id NOT IN ({_KEPT_RUNS})"
+_OLD_EXECUTIONS = ("SELECT id FROM executions WHERE "
+                   "(started_at < :cut AND (agent_run_id IS NULL OR agent_run_id IN "
+                   f"({_OLD_RUNS}))) OR agent_run_id IN ({_OLD_RUNS})")
+_COUNT_EXECUTIONS = f"SELECT COUNT(*) FROM ({_OLD_EXECUTIONS})"
 
 
 def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: bool = True
@@ -47,20 +62,29 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
     cut = {"cut": iso_utc(before)}
     size_before = _size(store)
 
-    def count(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    def count(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:
         executions = conn.execute(_COUNT_EXECUTIONS, cut).fetchone()[0]
         runs = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_RUNS})", cut).fetchone()[0]
         turns = conn.execute(f"SELECT COUNT(*) FROM agent_turns WHERE run_id IN ({_OLD_RUNS})",
                              cut).fetchone()[0]
-        return int(executions), int(runs), int(turns)
+        evaluations = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_EVALUATIONS})", cut).fetchone()[0]
+        optimizations = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_OPTIMIZATIONS})",
+                                     cut).fetchone()[0]
+        return int(executions), int(runs), int(turns), int(evaluations), int(optimizations)
 
-    def delete(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    def delete(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:
         counts = count(conn)
-        # Children before parents: executions and turns point at runs.
-        conn.execute(f"DELETE FROM executions WHERE agent_run_id IN ({_OLD_RUNS})", cut)
-        conn.execute("DELETE FROM executions WHERE started_at < :cut", cut)
-        conn.execute(f"DELETE FROM agent_turns WHERE run_id IN ({_OLD_RUNS})", cut)
-        conn.execute("DELETE FROM agent_runs WHERE started_at < :cut", cut)
+        # Children before parents, and what is decided before what it decides: trainings
+        # (their epochs and actions go with them), then evaluations (and their items), then
+        # the runs nothing kept points at, their turns and executions.
+        old_runs = [row[0] for row in conn.execute(_OLD_RUNS, cut).fetchall()]
+        old_executions = [row[0] for row in conn.execute(_OLD_EXECUTIONS, cut).fetchall()]
+        old_evaluations = [row[0] for row in conn.execute(_OLD_EVALUATIONS, cut).fetchall()]
+        conn.execute(f"DELETE FROM optimizations WHERE id IN ({_OLD_OPTIMIZATIONS})", cut)
+        _delete_ids(conn, "evaluations", "id", old_evaluations)
+        _delete_ids(conn, "executions", "id", old_executions)
+        _delete_ids(conn, "agent_turns", "run_id", old_runs)
+        _delete_ids(conn, "agent_runs", "id", old_runs)
         # The filter choices: only values that are still there.
         conn.execute("DELETE FROM execution_facets")
         conn.execute("INSERT INTO execution_facets (kind, value) "
@@ -70,14 +94,23 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         return counts
 
     if dry_run:
-        executions, runs, turns = store.read(count)
+        executions, runs, turns, evaluations, optimizations = store.read(count)
         return PruneReport(before=before, executions=executions, agent_runs=runs, agent_turns=turns,
+                           evaluations=evaluations, optimizations=optimizations,
                            bytes_before=size_before, bytes_after=size_before, dry_run=True)
-    executions, runs, turns = store.write(delete, verb="prune")
+    executions, runs, turns, evaluations, optimizations = store.write(delete, verb="prune")
     if vacuum:
         _vacuum(store)
     return PruneReport(before=before, executions=executions, agent_runs=runs, agent_turns=turns,
+                       evaluations=evaluations, optimizations=optimizations,
                        bytes_before=size_before, bytes_after=_size(store), dry_run=False)
+
+
+def _delete_ids(conn: sqlite3.Connection, table: str, column: str, ids: list[str]) -> None:
+    for start in range(0, len(ids), 500):  # SQLite limits the parameters of one statement
+        chunk = ids[start:start + 500]
+        conn.execute(f"DELETE FROM {table} WHERE {column} IN ({', '.join('?' for _ in chunk)})",
+                     chunk)
 
 
 def _vacuum(store: LogStore) -> None:
