@@ -534,7 +534,7 @@ def test_the_audit_hook_looks_up_nothing_at_event_time():
 
     from runner.worker import audit
 
-    nested = [c for c in audit.install.__code__.co_consts if hasattr(c, "co_code")]
+    nested = [c for c in audit.build.__code__.co_consts if hasattr(c, "co_code")]
     assert {c.co_name for c in nested} >= {"hook", "refuse", "compile_allowed", "open_problem"}
     for code in nested:
         if code.co_name == "<genexpr>":

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
 
@@ -125,10 +125,17 @@ class CompileSites:
 SITES = CompileSites()
 
 
-def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str, ...],
-            importable_prefixes: tuple[str, ...], refused_parts: tuple[str, ...],
-            refusal: type[BaseException]) -> None:
-    """Add the hook (once, in the child, never in the worker's own processes).
+def install(**settings: Any) -> None:
+    """Build the hook and add it (once, in the child, never in the worker's own
+    processes). See `build`."""
+    sys.addaudithook(build(**settings))
+
+
+def build(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str, ...],
+          importable_prefixes: tuple[str, ...], refused_parts: tuple[str, ...],
+          refusal: type[BaseException]) -> Callable[[str, tuple[Any, ...]], None]:
+    """The hook, ready to add: built once in the worker (the children's result channel has
+    a fixed descriptor), added in each child with `sys.addaudithook`.
 
     Everything the hook and its helpers use is bound here, builtins included: at the
     time of an event nothing is looked up in a module, a global or the builtins, which
@@ -247,4 +254,4 @@ def install(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str,
             if problem:
                 refuse(problem)
 
-    sys.addaudithook(hook)
+    return hook

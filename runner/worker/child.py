@@ -15,6 +15,7 @@ and crashes from what it observes, never from what the child says. Stdlib only.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import math
@@ -37,6 +38,10 @@ PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 MAX_MESSAGE_CHARS = 64 * 1024  # of an error message or a denial, in a report
+# A child's result and request pipes always have these numbers, so what refers to them
+# (the audit hook's announcements) can be built once, before any child exists.
+RESULT_FD = 3
+REQUEST_FD = 4
 MAX_TRACEBACK_CHARS = 256 * 1024
 
 
@@ -65,6 +70,9 @@ class Executor(Protocol):
     name: str
 
     def new_namespace(self) -> dict[str, Any]: ...
+
+    def before_request(self, reporter: Reporter) -> None:
+        """In the child, as soon as it is set up (before its request arrives)."""
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]: ...
@@ -167,7 +175,8 @@ def _set_limit(which: int, soft: int) -> None:
         resource.setrlimit(which, (soft, hard))
 
 
-def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False) -> None:
+def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False,
+                 base_address_space: int | None = None) -> None:
     cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     if session:
@@ -178,7 +187,8 @@ def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool =
         # The hard value is one second above the soft one: SIGXCPU first, which is
         # reported as a timeout, and SIGKILL if the code ignores it.
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    _set_limit(resource.RLIMIT_AS, _address_space_bytes() + int(limits["memory_mb"]) * MIB)
+    base = _address_space_bytes() if base_address_space is None else base_address_space
+    _set_limit(resource.RLIMIT_AS, base + int(limits["memory_mb"]) * MIB)
     _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
     _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB)
     if config.limit_processes:
@@ -209,6 +219,18 @@ def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
     )
     sys.__stdout__, sys.__stderr__, sys.__stdin__ = (  # type: ignore[misc]
         sys.stdout, sys.stderr, sys.stdin)
+
+
+def _fixed_fds(result_fd: int, request_fd: int) -> None:
+    """Move the result and request pipes to RESULT_FD and REQUEST_FD (through numbers
+    above both, so that neither is overwritten on the way)."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in (result_fd, request_fd)]
+    for fd in (result_fd, request_fd):
+        os.close(fd)
+    os.dup2(high[0], RESULT_FD)
+    os.dup2(high[1], REQUEST_FD)
+    for fd in high:
+        os.close(fd)
 
 
 def _close_other_fds(keep: tuple[int, ...]) -> None:
@@ -281,14 +303,18 @@ def collect_generators() -> None:
             _GENERATORS.append(seed)
 
 
-def prepare_child(*, stdout_fd: int, stderr_fd: int, keep_fds: tuple[int, ...],
-                  config: ChildConfig) -> None:
-    """Everything that does not depend on the request: done before the request arrives."""
+def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd: int,
+                  keep_fds: tuple[int, ...], config: ChildConfig) -> None:
+    """Everything that does not depend on the request: done before the request arrives.
+    Afterwards the result and request pipes are RESULT_FD and REQUEST_FD."""
     os.setpgid(0, 0)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    # stdout and stderr first: their pipes may have any number, 3 and 4 included.
+    result_fd, request_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in (result_fd, request_fd))
     _redirect_stdio(stdout_fd, stderr_fd)
-    _close_other_fds(keep_fds)
+    _fixed_fds(result_fd, request_fd)
+    _close_other_fds((RESULT_FD, REQUEST_FD, *keep_fds))
     if config.run_as is not None:
         drop_privileges(config.run_as)
     # Not dumpable: another process of the same user cannot open our /proc files
@@ -342,9 +368,12 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
     session child keeps one namespace across requests until its pipe closes.
     """
     try:
-        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, config=config,
-                      keep_fds=(result_fd, request_fd, *_inherited(executor)))
+        prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, result_fd=result_fd,
+                      request_fd=request_fd, config=config, keep_fds=_inherited(executor))
+        result_fd, request_fd = RESULT_FD, REQUEST_FD
         reporter = Reporter(result_fd)
+        base_address_space = _address_space_bytes()  # before Landlock hides /proc
+        executor.before_request(reporter)
         namespace: dict[str, Any] | None = None
         while True:
             request = read_message(request_fd)
@@ -361,13 +390,18 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                     break  # the supervisor is already gone
                 enter_workdir(executor, os.path.join(config.base_dir,
                                                      f"{'session' if session else 'run'}-{os.getpid()}"))
-                apply_limits(request["limits"], config, session=session)
+                apply_limits(request["limits"], config, session=session,
+                             base_address_space=base_address_space)
                 namespace = executor.new_namespace()
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
                 _finish_streams()
                 reporter.report(outcome)
                 os.close(result_fd)
+                # Stop, and let the supervisor read our usage while our memory is still
+                # there, then kill us: exiting now would make it wait for the teardown of
+                # the whole address space (milliseconds) to learn the same figures.
+                signal.raise_signal(signal.SIGSTOP)  # not audited: the hook must not refuse it
                 break
             _flush_streams()
             reporter.report(outcome, request.get(wire.SEQ))

@@ -1,16 +1,23 @@
 """Kernel-enforced confinement of a restricted-tier child: Landlock, then seccomp.
 
-One call, made in the child just before user code first runs (after its limits are set,
-before the audit hook): afterwards nothing the child does, however it got its hands on
-Python's internals, reaches files outside the Python installation, the network, other
-processes or the kernel's state. See landlock.py and seccomp.py for what each covers.
+Two steps in the child: the files (Landlock) as soon as it is forked, before its request
+arrives (it needs nothing outside the Python installation from then on); the system
+calls (seccomp) once its limits are set, since setting them is among what the filter
+refuses. Afterwards nothing the child does, however it got its hands on Python's
+internals, reaches files outside the Python installation, the network, other processes
+or the kernel's state. See landlock.py and seccomp.py for what each covers.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import Iterable
 
 from . import landlock, seccomp
+
+# Where the ruleset's descriptor lives: above the numbers a child gives its own pipes.
+RULESET_FD_FLOOR = 200
 
 
 class Confinement:
@@ -19,17 +26,32 @@ class Confinement:
 
     def __init__(self, readable: Iterable[str]) -> None:
         self._ruleset = landlock.build(readable)
+        if self._ruleset is not None and self._ruleset.fd < RULESET_FD_FLOOR:
+            high = fcntl.fcntl(self._ruleset.fd, fcntl.F_DUPFD, RULESET_FD_FLOOR)
+            os.close(self._ruleset.fd)
+            self._ruleset.fd = high
         self._filter = seccomp.build()
 
     def inherited_fds(self) -> tuple[int, ...]:
         """Descriptors a child must keep open until it applies the confinement."""
         return (self._ruleset.fd,) if self._ruleset is not None else ()
 
+    def apply_files(self) -> bool:
+        """Landlock (before the request); the ruleset's descriptor is closed afterwards."""
+        if self._ruleset is None:
+            return False
+        applied = self._ruleset.apply()
+        os.close(self._ruleset.fd)
+        return applied
+
+    def apply_calls(self) -> bool:
+        """The seccomp filter (once the limits are set)."""
+        return self._filter.apply() if self._filter is not None else False
+
     def apply(self) -> bool:
         # Landlock first: seccomp then forbids nothing the Landlock call still needs.
-        files = self._ruleset.apply() if self._ruleset is not None else False
-        calls = self._filter.apply() if self._filter is not None else False
-        return files and calls
+        files = self.apply_files()
+        return self.apply_calls() and files
 
 
 def confine(readable: Iterable[str]) -> bool:

@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,8 +125,9 @@ def _stat_fields(pid: int) -> list[bytes] | None:
 
 
 def finished_running(pid: int) -> bool:
-    """The child runs no more user code: its only thread has begun to exit (or it is a
-    zombie). With several threads only the real exit counts."""
+    """The child runs no more user code: its only thread is stopped (a finished one-shot
+    child stops itself, to be killed) or has begun to exit (or it is a zombie). With
+    several threads only the real exit counts."""
     fields = _stat_fields(pid)
     if fields is None:
         return True
@@ -135,7 +137,7 @@ def finished_running(pid: int) -> bool:
         return False
     if state in (b"Z", b"X"):
         return threads <= 1
-    return threads == 1 and bool(flags & PF_EXITING)
+    return threads == 1 and (state == b"T" or bool(flags & PF_EXITING))
 
 
 @dataclass
@@ -174,9 +176,11 @@ def open_pidfd(pid: int) -> int | None:
 
 
 def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
-          check_oom: bool) -> Observation:
+          check_oom: bool, started_hook: Callable[[], None] | None = None) -> Observation:
     """Run `request` in `child` and observe it until it reports (and, one-shot, stops),
-    dies, or reaches its deadline. The child's pipes stay open for a session."""
+    dies, or reaches its deadline. The child's pipes stay open for a session.
+    `started_hook` is called once the child has its request (the supervisor asks for the
+    next child then, so that it is made on the other core while this one runs)."""
     limits = request["limits"]
     cap = int(limits["max_output_bytes"])
     seen = Observation(Capture(cap), Capture(cap),
@@ -193,12 +197,15 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     if one_shot:
         _close(child.request)
         child.request = -1
+    if started_hook is not None:
+        started_hook()
     streams = {child.stdout: seen.stdout, child.stderr: seen.stderr}
     open_fds = {child.stdout, child.stderr, child.result}
     for fd in open_fds:
         os.set_blocking(fd, False)
     drain_until: float | None = None
-    settle_from: float | None = None
+    settle_from: float | None = None  # when a finished-looking child was first seen running
+    exiting = False
     while True:
         now = time.monotonic()
         if seen.exited:
@@ -220,7 +227,7 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                     if peak is not None:
                         seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
                         break
-                    settle_from = now - 1.0  # its memory is gone already: wait for the exit
+                    exiting = True  # its memory is gone already: wait for the exit
                 else:
                     settle_from = settle_from or now
         waiting = list(open_fds)
@@ -232,8 +239,10 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             timeout = deadline - now
             if child.pidfd is None:
                 timeout = min(timeout, 0.01)
-            if settle_from is not None and now - settle_from < 0.01:
-                timeout = min(timeout, 0.0002)  # it is about to exit: look again soon
+            if settle_from is not None and not exiting:
+                # It is about to stop (or exit): look again soon, and keep looking, since a
+                # stop is not something the pidfd tells (a busy machine may delay it).
+                timeout = min(timeout, 0.0002 if now - settle_from < 0.01 else 0.005)
         ready, _, _ = select.select(waiting, [], [], max(0.0, min(timeout, 3600.0)))
         for fd in ready:
             if fd == child.pidfd:
@@ -262,6 +271,8 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     if one_shot and seen.exited and seen.wait_status is None:
         kill_group(child.pid)  # anything the run left in its process group
         _wait(child, seen)
+    elif one_shot and not seen.exited:
+        kill_group(child.pid)  # it has finished (stopped, or exiting): reaped later
     if not one_shot and not seen.exited:
         seen.cpu_ms = max(0, (cpu_ms_of(child.pid) or cpu_before) - cpu_before)
         seen.max_rss_kb = peak_rss_kb_of(child.pid) or 0

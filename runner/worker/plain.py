@@ -51,6 +51,9 @@ class PlainExecutor:
             sympy.factorint(2**32 + 1)
         return loaded
 
+    def before_request(self, reporter: Reporter) -> None:
+        """Nothing to do ahead: the container is the boundary."""
+
     def new_namespace(self) -> dict[str, Any]:
         return {"__name__": "__main__", "__builtins__": builtins}
 

@@ -19,15 +19,15 @@ import ast
 import builtins
 import importlib
 import operator
-import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from RestrictedPython import compile as restricted_compile
 
 from . import audit
 from . import guards as guard_module
-from .child import Reporter
+from .child import RESULT_FD, Reporter
 from .confine import Confinement
 from .execution import Refused, run_request
 from .guards import (
@@ -69,7 +69,9 @@ class RestrictedExecutor:
         self.guarded = layers == "full"
         self.preloaded: list[str] = []
         self._confined = False
+        self._files_confined = False
         self._confinement: Confinement | None = None
+        self._hook: Callable[[str, tuple[Any, ...]], None] | None = None
         self.kernel_confined = False
 
     def preload(self) -> list[str]:
@@ -93,6 +95,12 @@ class RestrictedExecutor:
             restricted_compile._compile_restricted_mode)
         audit.prepare()
         self._confinement = Confinement(audit.readable_roots())  # once, for every child
+        if self.layers != "kernel":
+            self._hook = audit.build(
+                report_fd=RESULT_FD, readable=audit.readable_roots(),
+                importable=tuple(self.policy.exact) + self.policy.prefixes,
+                importable_prefixes=self.policy.prefixes,
+                refused_parts=REFUSED_MODULES + REFUSED_PARTS, refusal=Denied)
         self.guards.builtins_table()  # built once here, shared copy-on-write by children
         return self.preloaded
 
@@ -130,25 +138,27 @@ class RestrictedExecutor:
             return {"__name__": "__main__", "__builtins__": builtins}
         return make_globals(self.guards)
 
-    def _confine(self, reporter: Reporter) -> None:
-        """In the child, before its first request runs: the worker's own processes never
-        execute requests, so they are never confined."""
+    def before_request(self, reporter: Reporter) -> None:
+        """In the child, before its request: the files (Landlock), and the guards' way to
+        announce refusals. The worker's own processes never execute requests, so they are
+        never confined."""
         confinement = self._confinement or Confinement(audit.readable_roots())
-        self.kernel_confined = confinement.apply()
-        for fd in confinement.inherited_fds():  # applied: this child needs it no more
-            os.close(fd)
+        self._files_confined = confinement.apply_files()
         guard_module.set_announcer(reporter.denied)
-        if self.layers != "kernel":
-            audit.install(report_fd=reporter.fd, readable=audit.readable_roots(),
-                          importable=tuple(self.policy.exact) + self.policy.prefixes,
-                          importable_prefixes=self.policy.prefixes,
-                          refused_parts=REFUSED_MODULES + REFUSED_PARTS, refusal=Denied)
+
+    def _confine(self) -> None:
+        """In the child, once its limits are set: the system calls (seccomp), then the
+        audit hook (built in the worker: nothing of it is made where user code runs)."""
+        confinement = self._confinement or Confinement(audit.readable_roots())
+        self.kernel_confined = confinement.apply_calls() and self._files_confined
+        if self._hook is not None:
+            sys.addaudithook(self._hook)
         self._confined = True
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]:
         guard_module.clear_denials()  # a session child runs many requests
         if not self._confined:
-            self._confine(reporter)
+            self._confine()
         return run_request(request, compile_source=self._compile, namespace=namespace,
                            refusal=Denied, refusals_recorded=guard_module.recorded_denials)

@@ -112,11 +112,11 @@ class Supervisor:
         child = self._take_spare()
         if child is None:
             return _could_not_start()
-        if not self.config.container:
-            # In a container the next child waits until this run is cleaned up.
-            self.prepare_spare()
         request = _child_request(message)
-        seen = watch(child, request, one_shot=True, check_oom=self.config.container)
+        # The next child is asked for once this one has its request, so that both run on
+        # the two cores. In a container the next child waits until this run is cleaned up.
+        seen = watch(child, request, one_shot=True, check_oom=self.config.container,
+                     started_hook=None if self.config.container else self.prepare_spare)
         child.close()
         if not seen.exited:
             self.unreaped.add(child.pid)
