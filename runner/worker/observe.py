@@ -137,7 +137,9 @@ def finished_running(pid: int) -> bool:
         return False
     if state in (b"Z", b"X"):
         return threads <= 1
-    return threads == 1 and (state == b"T" or bool(flags & PF_EXITING))
+    if state == b"T":
+        return True  # a stop holds every thread of the process
+    return threads == 1 and bool(flags & PF_EXITING)
 
 
 @dataclass
@@ -219,17 +221,24 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
         if not seen.exited and _reported(seen):
             if not one_shot:
                 break
-            if child.result not in open_fds and not (open_fds & streams.keys()):
-                # Report in, streams closed: done as soon as the child stops running.
-                # Usage first: an exiting child soon releases its memory, and its figures.
-                peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
-                if finished_running(child.pid):
-                    if peak is not None:
-                        seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
-                        break
+            # Report in: done as soon as the child stops running (it stops itself) and its
+            # pipes are closed. Usage first: an exiting child soon releases its memory,
+            # and its figures.
+            peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
+            if finished_running(child.pid):
+                if peak is None:
                     exiting = True  # its memory is gone already: wait for the exit
                 else:
-                    settle_from = settle_from or now
+                    seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
+                    if not open_fds:
+                        break
+                    # Processes it started still hold its pipes: as after an exit, they
+                    # get a moment to finish writing, then the group is killed.
+                    drain_until = drain_until or now + DRAIN_SECONDS
+                    if now >= drain_until:
+                        break
+            else:
+                settle_from = settle_from or now
         waiting = list(open_fds)
         if not seen.exited and child.pidfd is not None:
             waiting.append(child.pidfd)
@@ -239,6 +248,8 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             timeout = deadline - now
             if child.pidfd is None:
                 timeout = min(timeout, 0.01)
+            if drain_until is not None:
+                timeout = min(timeout, drain_until - now)
             if settle_from is not None and not exiting:
                 # It is about to stop (or exit): look again soon, and keep looking, since a
                 # stop is not something the pidfd tells (a busy machine may delay it).
