@@ -24,6 +24,7 @@ import random
 import resource
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -58,6 +59,8 @@ class ChildConfig:
     run_as: tuple[int, int] | None = None
     # Base directory for working directories (made per request by executors with files).
     base_dir: str = "/tmp"
+    # The supervisor's pid: a child's parent once it is set up (see forkserver.py).
+    supervisor_pid: int = 0
 
 
 class Executor(Protocol):
@@ -71,7 +74,12 @@ class Executor(Protocol):
 
     def new_namespace(self) -> dict[str, Any]: ...
 
-    def before_request(self, reporter: Reporter) -> None:
+    # True: the child confines itself completely before its request arrives, and the
+    # supervisor sets its limits (prlimit) just before handing the request over, since a
+    # confined child may not set them itself.
+    confined_before_request: bool
+
+    def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """In the child, as soon as it is set up (before its request arrives)."""
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
@@ -152,33 +160,35 @@ def _prctl(*args: int) -> int:
     return int(_libc.prctl(*args)) if _libc is not None else -1
 
 
-def _address_space_bytes() -> int:
+def _address_space_bytes(pid: int = 0) -> int:
     """Current virtual size; the memory limit is counted on top of the warm interpreter."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
+        with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
             pages = int(statm.read().split()[0])
         return pages * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
-def _set_limit(which: int, soft: int) -> None:
-    _, hard = resource.getrlimit(which)
+def _set_limit(which: int, soft: int, pid: int) -> None:
+    _, hard = resource.prlimit(pid, which)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
         new_hard = hard
     else:
         new_hard = soft
     try:
-        resource.setrlimit(which, (soft, new_hard))
+        resource.prlimit(pid, which, (soft, new_hard))
     except (ValueError, OSError):
-        resource.setrlimit(which, (soft, hard))
+        resource.prlimit(pid, which, (soft, hard))
 
 
 def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False,
-                 base_address_space: int | None = None) -> None:
+                 base_address_space: int | None = None, pid: int = 0) -> None:
+    """The request's limits on process `pid` (0: this one). The memory limit is counted on
+    top of the process's address space (`base_address_space`, read now if not given)."""
     cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
-    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    _, cpu_hard = resource.prlimit(pid, resource.RLIMIT_CPU)
     if session:
         # CPU time adds up over a session's blocks, and a confined child may not change
         # its limits later: each block is bounded by the supervisor's wall-clock kill.
@@ -186,14 +196,14 @@ def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool =
     elif cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
         # The hard value is one second above the soft one: SIGXCPU first, which is
         # reported as a timeout, and SIGKILL if the code ignores it.
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    base = _address_space_bytes() if base_address_space is None else base_address_space
-    _set_limit(resource.RLIMIT_AS, base + int(limits["memory_mb"]) * MIB)
-    _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
-    _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB)
+        resource.prlimit(pid, resource.RLIMIT_CPU, (cpu, cpu + 1))
+    base = _address_space_bytes(pid) if base_address_space is None else base_address_space
+    _set_limit(resource.RLIMIT_AS, base + int(limits["memory_mb"]) * MIB, pid)
+    _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]), pid)
+    _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB, pid)
     if config.limit_processes:
-        _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
-    _set_limit(resource.RLIMIT_CORE, 0)
+        _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]), pid)
+    _set_limit(resource.RLIMIT_CORE, 0, pid)
 
 
 def _redirect_stdio(stdout_fd: int, stderr_fd: int) -> None:
@@ -323,6 +333,17 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
     _reseed()
 
 
+def set_parent_death_signal(config: ChildConfig) -> None:
+    """Never outlive the supervisor. A child made by a double fork is the supervisor's only
+    once the forkserver's intermediate process has exited (at once): until then that
+    process is its parent, whose exit would fire the signal, so wait for it first."""
+    for _ in range(2000):
+        if not config.supervisor_pid or os.getppid() == config.supervisor_pid:
+            break
+        time.sleep(0.0005)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def enter_workdir(executor: Executor, workdir: str) -> None:
     """Made when the first request arrives, not when the child is forked. Executors whose
     code cannot touch files (the restricted tier) need none."""
@@ -373,7 +394,8 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
         result_fd, request_fd = RESULT_FD, REQUEST_FD
         reporter = Reporter(result_fd)
         base_address_space = _address_space_bytes()  # before Landlock hides /proc
-        executor.before_request(reporter)
+        executor.before_request(reporter, config)
+        reporter.frame({"kind": wire.CHILD_READY})
         namespace: dict[str, Any] | None = None
         while True:
             request = read_message(request_fd)
@@ -382,16 +404,14 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
             if not session:
                 os.close(request_fd)  # one request only: nothing more comes this way
             if namespace is None:
-                # Never outlive the supervisor. Set only now: until the forkserver's
-                # intermediate process had exited (before this request could be sent),
-                # that process was our parent, and its exit would have fired the signal.
-                _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                if os.getppid() == 1:
+                if not executor.confined_before_request:
+                    set_parent_death_signal(config)
+                    enter_workdir(executor, os.path.join(
+                        config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}"))
+                    apply_limits(request["limits"], config, session=session,
+                                 base_address_space=base_address_space)
+                if os.getppid() != config.supervisor_pid and config.supervisor_pid:
                     break  # the supervisor is already gone
-                enter_workdir(executor, os.path.join(config.base_dir,
-                                                     f"{'session' if session else 'run'}-{os.getpid()}"))
-                apply_limits(request["limits"], config, session=session,
-                             base_address_space=base_address_space)
                 namespace = executor.new_namespace()
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
@@ -405,6 +425,11 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 break
             _flush_streams()
             reporter.report(outcome, request.get(wire.SEQ))
+    except BaseException as exc:  # our own code failed: say so, if anyone listens
+        with contextlib.suppress(BaseException):
+            Reporter(RESULT_FD).report({"kind": "internal", "error": {
+                "type": type(exc).__name__, "message": f"the child failed: {safe_str(exc)}",
+                "traceback": ""}})
     finally:
         os._exit(0)
 

@@ -154,6 +154,7 @@ class ChildPipes:
     pidfd: int | None
     reader: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_REPORT_BYTES))
     seq: int | None = None  # a session child: the number of the block being run
+    ready: bool = False  # it said it is set up and waiting for its request
 
     def close(self) -> None:
         for fd in (self.stdout, self.stderr, self.result, self.request):
@@ -168,6 +169,30 @@ def _close(fd: int) -> None:
     if fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def await_ready(child: ChildPipes, timeout_s: float = 30.0) -> bool:
+    """Wait until the child says it is set up (its first frame); False if it died or went
+    quiet. Nothing but the ready frame can come before the request."""
+    deadline = time.monotonic() + timeout_s
+    while not child.ready:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        ready, _, _ = select.select([child.result], [], [], remaining)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(child.result, 1 << 16)
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        seen = Observation(Capture(0), Capture(0))
+        _take_frames(child, chunk, seen)
+        if seen.malformed or seen.denial or seen.outcome:
+            return False
+    return True
 
 
 def open_pidfd(pid: int) -> int | None:
@@ -314,7 +339,9 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
         if frame is None:
             return
         kind = frame.get("kind")
-        if kind == wire.DENIED:
+        if kind == wire.CHILD_READY:
+            child.ready = True
+        elif kind == wire.DENIED:
             if seen.denial is None:
                 message = frame.get("message")
                 seen.denial = message if isinstance(message, str) else "refused"

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .child import Reporter
+from .child import ChildConfig, Reporter
 from .execution import run_request
 
 DEFAULT_PRELOAD = ("sympy", "numpy", "mpmath", "fractions", "decimal", "statistics",
@@ -51,7 +51,9 @@ class PlainExecutor:
             sympy.factorint(2**32 + 1)
         return loaded
 
-    def before_request(self, reporter: Reporter) -> None:
+    confined_before_request = False  # the container is the boundary; limits set in the child
+
+    def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """Nothing to do ahead: the container is the boundary."""
 
     def new_namespace(self) -> dict[str, Any]:

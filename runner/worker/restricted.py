@@ -19,6 +19,7 @@ import ast
 import builtins
 import importlib
 import operator
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,7 +28,7 @@ from RestrictedPython import compile as restricted_compile
 
 from . import audit
 from . import guards as guard_module
-from .child import RESULT_FD, Reporter
+from .child import RESULT_FD, ChildConfig, Reporter, set_parent_death_signal
 from .confine import Confinement
 from .execution import Refused, run_request
 from .guards import (
@@ -69,7 +70,6 @@ class RestrictedExecutor:
         self.guarded = layers == "full"
         self.preloaded: list[str] = []
         self._confined = False
-        self._files_confined = False
         self._confinement: Confinement | None = None
         self._hook: Callable[[str, tuple[Any, ...]], None] | None = None
         self.kernel_confined = False
@@ -138,19 +138,21 @@ class RestrictedExecutor:
             return {"__name__": "__main__", "__builtins__": builtins}
         return make_globals(self.guards)
 
-    def before_request(self, reporter: Reporter) -> None:
-        """In the child, before its request: the files (Landlock), and the guards' way to
-        announce refusals. The worker's own processes never execute requests, so they are
-        never confined."""
-        confinement = self._confinement or Confinement(audit.readable_roots())
-        self._files_confined = confinement.apply_files()
-        guard_module.set_announcer(reporter.denied)
+    # Everything is in place before the request arrives (so none of it is on the run's
+    # clock); the supervisor sets the limits, which a confined child may not set.
+    confined_before_request = True
 
-    def _confine(self) -> None:
-        """In the child, once its limits are set: the system calls (seccomp), then the
-        audit hook (built in the worker: nothing of it is made where user code runs)."""
+    def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
+        """In the child, before its request: the parent-death signal, the files
+        (Landlock), the guards' way to announce refusals, the system calls (seccomp) and
+        the audit hook (built in the worker: nothing of it is made where user code runs).
+        The worker's own processes never execute requests, so they are never confined."""
+        set_parent_death_signal(config)
+        os.chdir("/")  # no working directory: the code cannot touch files
         confinement = self._confinement or Confinement(audit.readable_roots())
-        self.kernel_confined = confinement.apply_calls() and self._files_confined
+        files = confinement.apply_files()
+        guard_module.set_announcer(reporter.denied)
+        self.kernel_confined = confinement.apply_calls() and files
         if self._hook is not None:
             sys.addaudithook(self._hook)
         self._confined = True
@@ -158,7 +160,5 @@ class RestrictedExecutor:
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]:
         guard_module.clear_denials()  # a session child runs many requests
-        if not self._confined:
-            self._confine()
         return run_request(request, compile_source=self._compile, namespace=namespace,
                            refusal=Denied, refusals_recorded=guard_module.recorded_denials)

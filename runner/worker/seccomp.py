@@ -143,19 +143,31 @@ class Filter:
     process's pid and installs it in one system call."""
 
     def __init__(self) -> None:
-        self._template = _program(_PID_MARK, _GROUP_MARK)
+        template = _program(_PID_MARK, _GROUP_MARK)
+        # The program's buffer and header are made here, once: a child only writes its own
+        # pid into the marked places (copy-on-write gives it its own copy of the buffer).
+        self._buffer = ctypes.create_string_buffer(template, len(template))
+        self._fprog = _SockFprog(len(template) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+        self._pid_at = _offsets(template, struct.pack("=I", _PID_MARK))
+        self._group_at = _offsets(template, struct.pack("=I", _GROUP_MARK))
 
     def apply(self) -> bool:
         pid = os.getpid()
-        program = self._template.replace(struct.pack("=I", _PID_MARK), struct.pack("=I", pid))
-        program = program.replace(struct.pack("=I", _GROUP_MARK),
-                                  struct.pack("=I", (-pid) & 0xFFFFFFFF))
-        buffer = ctypes.create_string_buffer(program, len(program))
-        fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+        for places, value in ((self._pid_at, pid), (self._group_at, (-pid) & 0xFFFFFFFF)):
+            for offset in places:
+                struct.pack_into("=I", self._buffer, offset, value)
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             return False
-        return bool(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog),
+        return bool(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._fprog),
                                 0, 0) == 0)
+
+
+def _offsets(program: bytes, mark: bytes) -> list[int]:
+    found, start = [], program.find(mark)
+    while start >= 0:
+        found.append(start)
+        start = program.find(mark, start + 1)
+    return found
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

@@ -26,10 +26,10 @@ import tempfile
 from typing import Any
 
 from . import wire
-from .child import ChildConfig, Executor, collect_generators
+from .child import ChildConfig, Executor, apply_limits, collect_generators
 from .forkserver import CLEAN, FORK_RUN, FORK_SESSION, ForkClient, serve_forks
 from .judge import judge
-from .observe import ChildPipes, kill_group, open_pidfd, watch
+from .observe import ChildPipes, await_ready, kill_group, open_pidfd, watch
 from .protocol import MAX_MESSAGE_BYTES, ProtocolError, read_message, write_message
 
 PR_SET_DUMPABLE = 4
@@ -44,9 +44,11 @@ class ForkserverGone(Exception):
 class Supervisor:
     """The request loop's state: the spare child, an open session, children to reap."""
 
-    def __init__(self, forks: ForkClient, config: ChildConfig) -> None:
+    def __init__(self, forks: ForkClient, config: ChildConfig, *,
+                 sets_limits: bool = False) -> None:
         self.forks = forks
         self.config = config
+        self.sets_limits = sets_limits  # the children are confined before their request
         self.spare: ChildPipes | None = None
         self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
         self.session: ChildPipes | None = None
@@ -113,6 +115,15 @@ class Supervisor:
         if child is None:
             return _could_not_start()
         request = _child_request(message)
+        if self.sets_limits:
+            # Only once it is set up: limits set while it is still setting itself up
+            # would apply to that work too.
+            if not await_ready(child):
+                child.close()
+                kill_group(child.pid)
+                self.unreaped.add(child.pid)
+                return _could_not_start("its process failed to set itself up")
+            apply_limits(request["limits"], self.config, pid=child.pid)
         # The next child is asked for once this one has its request, so that both run on
         # the two cores. In a container the next child waits until this run is cleaned up.
         seen = watch(child, request, one_shot=True, check_oom=self.config.container,
@@ -129,6 +140,13 @@ class Supervisor:
             self.session = self._receive()
             if self.session is None:
                 return {**_could_not_start(), wire.SESSION_STARTED: True}
+            if self.sets_limits:  # memory, files, processes: for the whole session
+                if not await_ready(self.session):
+                    self._end_session()
+                    return {**_could_not_start("its process failed to set itself up"),
+                            wire.SESSION_STARTED: True}
+                apply_limits(_child_request(message)["limits"], self.config, session=True,
+                             pid=self.session.pid)
         request = _child_request(message)
         seen = watch(self.session, request, one_shot=False, check_oom=self.config.container)
         result = judge(seen, request["limits"])
@@ -208,11 +226,11 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _could_not_start() -> dict[str, Any]:
+def _could_not_start(reason: str = "out of processes or memory on the host"
+                     ) -> dict[str, Any]:
     return {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
             "error": {"type": "WorkerError", "traceback": "",
-                      "message": "could not start the run: out of processes or memory on "
-                                 "the host"}}
+                      "message": f"could not start the run: {reason}"}}
 
 
 def _child_request(message: dict[str, Any]) -> dict[str, Any]:
@@ -272,7 +290,7 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
     base_dir = tempfile.mkdtemp(prefix="runner-worker-")
     if config.container:
         os.chmod(base_dir, 0o1777)  # children (the sandbox user) make their workdirs here
-    config = dataclasses.replace(config, base_dir=base_dir)
+    config = dataclasses.replace(config, base_dir=base_dir, supervisor_pid=os.getpid())
     collect_generators()
     # Everything imported so far is shared with every child; keep the collector from
     # touching (and so copying) those pages after each fork.
@@ -286,7 +304,8 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
         ours.close()
         serve_forks(executor, config, theirs)
     theirs.close()
-    supervisor = Supervisor(ForkClient(ours, forkserver), config)
+    supervisor = Supervisor(ForkClient(ours, forkserver), config,
+                            sets_limits=executor.confined_before_request)
     try:
         supervisor.prepare_spare()
         write_message(out_fd, {"type": wire.READY, "pid": os.getpid(), "forkserver": forkserver,

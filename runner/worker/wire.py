@@ -52,6 +52,7 @@ RESOURCE_FIELDS = ("cpu_ms", "max_rss_kb")
 ERROR_FIELDS = ("type", "message", "traceback")
 
 # -- child -> supervisor -----------------------------------------------------------------
+CHILD_READY = "child_ready"  # set up and waiting for its request (limits may be set now)
 DENIED = "denied"
 REPORT = "report"
 # What a child may say about how its request ended; everything else (timeout, memory,
