@@ -74,6 +74,7 @@ class Executor(Protocol):
 
     def new_namespace(self) -> dict[str, Any]: ...
 
+    uses_files: bool  # False: the code cannot touch files, so it gets no working directory
     # True: the child confines itself completely before its request arrives, and the
     # supervisor sets its limits (prlimit) just before handing the request over, since a
     # confined child may not set them itself.
@@ -347,7 +348,7 @@ def set_parent_death_signal(config: ChildConfig) -> None:
 def enter_workdir(executor: Executor, workdir: str) -> None:
     """Made when the first request arrives, not when the child is forked. Executors whose
     code cannot touch files (the restricted tier) need none."""
-    if not getattr(executor, "uses_files", True):
+    if not executor.uses_files:
         os.chdir("/")
         return
     os.mkdir(workdir, 0o700)
@@ -397,6 +398,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
         executor.before_request(reporter, config)
         reporter.frame({"kind": wire.CHILD_READY})
         namespace: dict[str, Any] | None = None
+        workdir = os.path.join(config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}")
         while True:
             request = read_message(request_fd)
             if request is None:  # the supervisor is done with us
@@ -406,8 +408,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
             if namespace is None:
                 if not executor.confined_before_request:
                     set_parent_death_signal(config)
-                    enter_workdir(executor, os.path.join(
-                        config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}"))
+                    enter_workdir(executor, workdir)
                     apply_limits(request["limits"], config, session=session,
                                  base_address_space=base_address_space)
                 if os.getppid() != config.supervisor_pid and config.supervisor_pid:
@@ -415,6 +416,11 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 namespace = executor.new_namespace()
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
+                if executor.uses_files:
+                    # An empty working directory goes now, so that a run that made nothing
+                    # leaves nothing (the clean-up is then skipped).
+                    with contextlib.suppress(OSError):
+                        os.rmdir(workdir)
                 _finish_streams()
                 reporter.report(outcome)
                 os.close(result_fd)

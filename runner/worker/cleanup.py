@@ -29,6 +29,46 @@ MAX_STEPS = 2_000_000  # a bound on the file walk, whatever a run built
 IPC_RMID = 0
 
 
+def nothing_left(config: ChildConfig, deadline_s: float = 2.0) -> bool:
+    """Whether a run left nothing at all, judged from outside (by the supervisor, which
+    may not open what the sandbox user made, but can see that it is there): no process of
+    the sandbox user still running, nothing in the scratch directories but the worker's
+    own (empty) base directory, no System V object. Then the clean-up can be skipped; if
+    in doubt, it runs."""
+    if config.run_as is None:
+        return False
+    uid = config.run_as[0]
+    # A killed run tears down its memory for a moment: wait for that (it runs no more
+    # code), so the next run has all its memory and process slots; anything that still
+    # runs code needs the clean-up.
+    until = time.monotonic() + deadline_s
+    while processes := _processes_of(uid, os.getpid()):
+        if RUNS in processes.values() or time.monotonic() > until:
+            return False
+        time.sleep(0.0005)
+    for directory in SCRATCH:
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        for name in entries:
+            if os.path.join(directory, name) != config.base_dir:
+                return False
+    try:
+        if os.listdir(config.base_dir):
+            return False
+    except OSError:
+        return False
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii", errors="replace") as table:
+                if len(table.read().splitlines()) > 1:
+                    return False
+        except OSError:
+            return False  # cannot tell: clean up
+    return True
+
+
 def clean_as(config: ChildConfig) -> None:
     if config.run_as is not None:
         drop_privileges(config.run_as)
@@ -39,8 +79,9 @@ def clean_as(config: ChildConfig) -> None:
 
 
 def kill_everything_of_ours(deadline_s: float = 5.0) -> None:
-    """SIGKILL every process this user owns except ourselves, until none is left running
-    (zombies count as gone: the supervisor reaps them; signalling them still succeeds)."""
+    """SIGKILL every process this user owns except ourselves, until none is left, not even
+    one tearing down its memory (zombies count as gone: the supervisor reaps them;
+    signalling them still succeeds)."""
     me = os.getpid()
     until = time.monotonic() + deadline_s
     while time.monotonic() < until:
@@ -48,26 +89,57 @@ def kill_everything_of_ours(deadline_s: float = 5.0) -> None:
             os.kill(-1, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             return  # nothing left to signal
-        if not _running_processes_of(os.getuid(), me):
+        if not _processes_of(os.getuid(), me):
             return
         time.sleep(0.001)
 
 
-def _running_processes_of(uid: int, me: int) -> list[int]:
-    found = []
+RUNS, EXITING, GONE = "runs", "exiting", "gone"
+
+
+def _state_of(pid: str) -> str:
+    """RUNS if any thread of the process can still run code; EXITING if it was killed and
+    is on its way out (every thread a zombie or flagged PF_EXITING: it runs no more code,
+    but still holds its memory and its place under the pids limit); GONE if every thread
+    is a zombie, or the process cannot be read. Each thread is looked at, not the leader
+    alone: a leader that ended its own thread shows as a zombie while the others go on."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return GONE
+    state = GONE
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            thread_state, flags = fields[0], int(fields[6])
+        except (OSError, IndexError, ValueError):
+            continue
+        if thread_state in (b"Z", b"X"):
+            continue
+        if not flags & 0x4:
+            return RUNS
+        state = EXITING
+    return state
+
+
+def _processes_of(uid: int, me: int) -> dict[int, str]:
+    """The processes of `uid` (but `me`) that are not gone, with their state."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:  # status, not the directory's owner: a non-dumpable process's is root
             with open(f"/proc/{entry}/status", "rb") as status:
                 fields = dict(line.split(b":", 1) for line in status if b":" in line)
-            state = fields[b"State"].split()[0]
             real_uid = int(fields[b"Uid"].split()[0])
         except (OSError, KeyError, IndexError, ValueError):
             continue
-        if state in (b"Z", b"X") or real_uid != uid:
+        if real_uid != uid:
             continue
-        found.append(int(entry))
+        state = _state_of(entry)
+        if state != GONE:
+            found[int(entry)] = state
     return found
 
 

@@ -52,6 +52,7 @@ class PlainExecutor:
         return loaded
 
     confined_before_request = False  # the container is the boundary; limits set in the child
+    uses_files = True  # each run gets a fresh working directory
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """Nothing to do ahead: the container is the boundary."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import wire
 from .child import ChildConfig, Executor, apply_limits, collect_generators
+from .cleanup import nothing_left
 from .forkserver import CLEAN, FORK_RUN, FORK_SESSION, ForkClient, serve_forks
 from .judge import judge
 from .observe import ChildPipes, await_ready, kill_group, open_pidfd, watch
@@ -177,6 +178,9 @@ class Supervisor:
         self._settle()
         if self.session is not None:
             self._end_session()  # the clean-up ends every process of the sandbox user
+        self.reap()
+        if nothing_left(self.config):
+            return  # seen from outside: no process, file or IPC object of the sandbox user
         try:
             self.forks.request(CLEAN)
         except OSError as exc:
