@@ -101,20 +101,25 @@ def _state_of(pid: str) -> str:
     """RUNS if any thread of the process can still run code; EXITING if it was killed and
     is on its way out (every thread a zombie or flagged PF_EXITING: it runs no more code,
     but still holds its memory and its place under the pids limit); GONE if every thread
-    is a zombie, or the process cannot be read. Each thread is looked at, not the leader
-    alone: a leader that ended its own thread shows as a zombie while the others go on."""
+    is a zombie or the process has ended; if in doubt, RUNS. Each thread is looked at, not
+    the leader alone: a leader that ended its own thread shows as a zombie while the
+    others go on."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
+    except FileNotFoundError:
         return GONE
+    except OSError:
+        return RUNS  # cannot tell: assume the worst
     state = GONE
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
                 fields = stat.read().rsplit(b")", 1)[1].split()
             thread_state, flags = fields[0], int(fields[6])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # this thread ended meanwhile
         except (OSError, IndexError, ValueError):
-            continue
+            return RUNS
         if thread_state in (b"Z", b"X"):
             continue
         if not flags & 0x4:
