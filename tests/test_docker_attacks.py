@@ -68,8 +68,12 @@ for entry in os.listdir('/proc'):
         except OSError:
             continue
         live_threads += task[task.rindex(')') + 2:].split()[0] not in ('Z', 'X')
+    try:
+        uid = int(open(f'/proc/{entry}/status').read().split('Uid:')[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        continue
     procs.append({'pid': int(entry), 'ppid': int(ppid), 'state': state, 'comm': comm, 'cmd': cmd,
-                  'live_threads': live_threads})
+                  'live_threads': live_threads, 'uid': uid})
 print(json.dumps({'me': me, 'worker': worker, 'procs': procs}))
 """
 
@@ -109,8 +113,9 @@ def processes(sb: Sandbox) -> dict:
 
 def assert_no_stray_processes(sb: Sandbox) -> list[dict]:
     """From a run inside the container: pid 1 is the init, then the worker (this run's
-    parent), this run, and at most one pre-forked spare child of the worker (plus zombies
-    of earlier runs the worker has not reaped yet). Anything else was left behind."""
+    parent), this run, the worker's forkserver and at most one pre-forked spare child
+    (both the worker's user, not the sandbox user), plus zombies of earlier runs the
+    worker has not reaped yet. Anything else was left behind."""
     seen = processes(sb)
     me, worker = seen["me"], seen["worker"]
     by_pid = {p["pid"]: p for p in seen["procs"]}
@@ -126,7 +131,9 @@ def assert_no_stray_processes(sb: Sandbox) -> list[dict]:
     live = [p for p in others if p["state"] != "Z" or p["live_threads"]]
     strays = [p for p in others if p["ppid"] != worker or (p in live and p["cmd"] != worker_cmd)]
     assert not strays, f"processes left behind by earlier runs:\n{listing}"
-    assert len(live) <= 1, f"more than one spare child besides this run:\n{listing}"
+    assert len(live) <= 2, f"more than the forkserver and one spare child besides this run:\n{listing}"
+    assert not [p for p in live if p["uid"] == by_pid[me]["uid"]], \
+        f"another process of the sandbox user besides this run:\n{listing}"
     return seen["procs"]
 
 
@@ -639,6 +646,7 @@ def test_a_run_cannot_reach_into_the_next_runs_child(fresh):
     and prints."""
     first = fresh.run(HIJACK_SPARE)
     assert_status(first, Status.OK)
+    assert first.stdout.endswith("reached []\n") and "could not reach" in first.stdout, _describe(first)
     second = fresh.run("print('my own code')")
     assert second.status == Status.OK and second.stdout == "my own code\n", \
         f"first run: {first.stdout!r}; second run: {_describe(second)}"
@@ -649,8 +657,10 @@ def test_a_run_cannot_kill_the_next_runs_child(fresh):
                       "for e in os.listdir('/proc'):\n"
                       "    if e.isdigit() and int(e) not in (1, me, worker):\n"
                       "        try:\n            os.kill(int(e), signal.SIGKILL)\n"
-                      "            print('killed', e)\n        except OSError:\n            pass\n")
+                      "            print('killed', e)\n        except OSError:\n            pass\n"
+                      "print('tried', len(os.listdir('/proc')))\n")
     assert_status(first, Status.OK)
+    assert "killed" not in first.stdout and "tried" in first.stdout, _describe(first)
     second = fresh.run("print('my own code')")
     assert second.status == Status.OK and second.stdout == "my own code\n", \
         f"first run: {first.stdout!r}; second run: {_describe(second)}"

@@ -315,9 +315,10 @@ def collect_generators() -> None:
 
 
 def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd: int,
-                  keep_fds: tuple[int, ...], config: ChildConfig) -> None:
+                  keep_fds: tuple[int, ...], config: ChildConfig, become_user: bool) -> None:
     """Everything that does not depend on the request: done before the request arrives.
-    Afterwards the result and request pipes are RESULT_FD and REQUEST_FD."""
+    Afterwards the result and request pipes are RESULT_FD and REQUEST_FD. Without
+    `become_user`, the child stays the worker's user until its request arrives."""
     os.setpgid(0, 0)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
@@ -326,12 +327,21 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
     _redirect_stdio(stdout_fd, stderr_fd)
     _fixed_fds(result_fd, request_fd)
     _close_other_fds((RESULT_FD, REQUEST_FD, *keep_fds))
+    if become_user:
+        become_sandbox_user(config)
+    else:
+        _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _reseed()
+
+
+def become_sandbox_user(config: ChildConfig) -> None:
+    """Switch to the sandbox user (if there is one), then make this process not
+    dumpable: another process of the same user cannot open our /proc files (pipes,
+    memory) or trace us; forks of user code inherit it. (A change of user resets the
+    flag, so it is set after.)"""
     if config.run_as is not None:
         drop_privileges(config.run_as)
-    # Not dumpable: another process of the same user cannot open our /proc files
-    # (pipes, memory) or trace us; forks of user code inherit it.
     _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    _reseed()
 
 
 def set_parent_death_signal(config: ChildConfig) -> None:
@@ -390,8 +400,13 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
     session child keeps one namespace across requests until its pipe closes.
     """
     try:
+        # A child that confines itself before its request becomes the sandbox user first.
+        # Otherwise (in a container) it stays the worker's user until its request comes:
+        # it can then be made while the run before it still goes on, and the clean-up
+        # between runs, which ends every process of the sandbox user, leaves it alone.
         prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, result_fd=result_fd,
-                      request_fd=request_fd, config=config, keep_fds=_inherited(executor))
+                      request_fd=request_fd, config=config, keep_fds=_inherited(executor),
+                      become_user=executor.confined_before_request)
         result_fd, request_fd = RESULT_FD, REQUEST_FD
         reporter = Reporter(result_fd)
         base_address_space = _address_space_bytes()  # before Landlock hides /proc
@@ -407,6 +422,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 os.close(request_fd)  # one request only: nothing more comes this way
             if namespace is None:
                 if not executor.confined_before_request:
+                    become_sandbox_user(config)  # first: a change of user resets the signal
                     set_parent_death_signal(config)
                     enter_workdir(executor, workdir)
                     apply_limits(request["limits"], config, session=session,

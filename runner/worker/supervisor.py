@@ -126,9 +126,10 @@ class Supervisor:
                 return _could_not_start("its process failed to set itself up")
             apply_limits(request["limits"], self.config, pid=child.pid)
         # The next child is asked for once this one has its request, so that both run on
-        # the two cores. In a container the next child waits until this run is cleaned up.
+        # the two cores. (In a container it stays the worker's user until its own request
+        # comes: out of reach of this run, and of the clean-up after it.)
         seen = watch(child, request, one_shot=True, check_oom=self.config.container,
-                     started_hook=None if self.config.container else self.prepare_spare)
+                     started_hook=self.prepare_spare)
         child.close()
         if not seen.exited:
             self.unreaped.add(child.pid)
