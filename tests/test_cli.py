@@ -142,7 +142,10 @@ def test_demo_runs_every_kind_of_snippet_and_lists_the_log(home):
     out = proc.stdout
     for expected in ("status=ok", "status=error", "status=timeout", "status=denied",
                      "[2, 3]", "861.51", "\\boxed{5*sqrt(2)}", "ZeroDivisionError",
-                     "runner logs list"):
+                     "-x*cos(x) + sin(x)", "runner logs list"):
         assert expected in out, expected
     listed = json.loads(run_cli(["logs", "list", "--json", "--source", "demo"], home=home).stdout)
-    assert len(listed) == 6
+    # Each snippet ends the way it is meant to (newest first): the sympy algebra, the
+    # function and the MathChat step run; the bug, the loop and the import do not.
+    assert [row["result"]["status"] for row in reversed(listed)] == \
+        ["ok", "ok", "ok", "error", "timeout", "denied"], listed

@@ -231,6 +231,39 @@ def test_sympy_string_parsing_cannot_run_code(restricted, markers, name):
     assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
 
 
+MONOMIAL_ATTACKS = {
+    # A subclass's own _vars end up in the text that MonomialOps runs with exec.
+    "subclass-vars": (
+        "from sympy.polys.monomials import MonomialOps\n"
+        "class M(MonomialOps):\n"
+        "    def _vars(self, name):\n"
+        "        return [\"__import__('os').system('touch {marker}')\"]\n"
+        "print(M(1).mul()((1,), (2,)))\n"
+    ),
+    "subclass-vars-attribute": (
+        "from sympy.polys.monomials import MonomialOps\n"
+        "class M(MonomialOps):\n"
+        "    def _vars(self, name):\n"
+        "        return ['a0.__class__']\n"
+        "print(M(1).lcm())\n"
+    ),
+    "build-directly": (
+        "from sympy.polys.monomials import MonomialOps\n"
+        "print(MonomialOps(1)._build(\"def monomial_mul(A, B):\\n    open('{marker}', 'w')\", 'monomial_mul'))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MONOMIAL_ATTACKS))
+def test_the_monomial_code_generator_runs_only_arithmetic(restricted, markers, name):
+    marker = markers / "monomial"
+    r = attack(restricted, MONOMIAL_ATTACKS[name].replace("{marker}", str(marker)))
+    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
+    assert r.status == Status.DENIED, _describe(r)
+    if name.startswith("subclass"):
+        assert "monomial" in r.error.message, _describe(r)
+
+
 @pytest.mark.parametrize("name", ["lambdify-symbol", "lambdify-arg", "nsolve-function"])
 def test_sympy_generated_code_cannot_run_code(restricted, markers, name):
     # lambdify prints expressions to Python source and executes it: a symbol or function
@@ -699,6 +732,25 @@ print(N(pi, 30))
     "decimal_prec": (
         "import decimal\ndecimal.getcontext().prec = 50\nprint(decimal.Decimal(1) / decimal.Decimal(7))\n",
         "0.14285714285714285714285714285714285714285714285714\n",
+    ),
+    # The polynomial rings behind these build their monomial functions with exec.
+    "integrate_heurisch": (
+        "from sympy import *\nx = symbols('x')\nprint(integrate(x*sin(x), x))\n"
+        "print(integrate(sin(x)**2, (x, 0, pi)))\nprint(integrate(1/(x**3 - 1), (x, 2, 3)).is_real)\n"
+        "print(factor(x**3*symbols('y') - x*symbols('y')**3))\n",
+        "-x*cos(x) + sin(x)\npi/2\nTrue\nx*y*(x - y)*(x + y)\n",
+    ),
+    # Function('f') makes a class at run time, with no module of its own.
+    "undefined_function_dsolve_rsolve": (
+        "from sympy import *\nx, n = symbols('x n')\nf = Function('f')\n"
+        "print(dsolve(f(x).diff(x) - f(x), f(x)))\n"
+        "print(rsolve(f(n + 1) - 2*f(n), f(n), {f(0): 1}))\n",
+        "Eq(f(x), C1*exp(x))\n2**n\n",
+    ),
+    # lambdify's default modules (scipy, numpy) are not found here: it falls back.
+    "lambdify_default_modules": (
+        "from sympy import *\nx = symbols('x')\nprint(lambdify(x, x**2 + 1)(3))\n",
+        "10\n",
     ),
 }
 

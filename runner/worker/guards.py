@@ -217,10 +217,25 @@ def _defining_module(obj: Any) -> str:
             if owner is not None:  # a bound method belongs where its object belongs
                 return _defining_module(owner) if not isinstance(owner, type) else \
                     _module_name(owner)
-        name = obj.__module__ if isinstance(obj, _FUNCTION_TYPES) else type(obj).__module__
+        if isinstance(obj, _FUNCTION_TYPES):
+            name, kind = obj.__module__, obj if isinstance(obj, type) else None
+        else:
+            kind = type(obj)
+            name = kind.__module__
+        if type(name) is not str and kind is not None:
+            # A class a library's metaclass made at run time (sympy's Function('f')) has
+            # no module of its own: it, and its instances, belong where its nearest base
+            # with one does, whose methods they run.
+            for base in _TYPE_MRO.__get__(kind, type)[1:]:
+                name = _module_name(base)
+                if name:
+                    break
     except Exception:  # objects with hostile __getattr__ cannot be classified: refused
         return ""
     return name if type(name) is str else ""
+
+
+_TYPE_MRO = type.__dict__["__mro__"]  # the real MRO, whatever a metaclass defines
 
 
 def _module_name(cls: type) -> str:

@@ -174,10 +174,16 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
     def exec_(code: Any, globals_: dict[str, Any], locals_: Any = None) -> None:
         if isinstance(code, str):
             # Import lines lambdify assembles from its own module tables.
-            match = _IMPORT_LINE.match(code.strip())
-            root = match and (match.group("from") or match.group("imp") or match.group("attr"))
-            if not root or root.split(".")[0] not in _LAMBDIFY_IMPORT_ROOTS:
-                deny(f"lambdify wanted to run {code!r}, which the restricted backend refuses")
+            # (Some are several statements: "import scipy; import numpy; from ...".)
+            for statement in code.split(";"):
+                match = _IMPORT_LINE.match(statement.strip())
+                root = match and (match.group("from") or match.group("imp")
+                                  or match.group("attr"))
+                if not root or root.split(".")[0] not in _LAMBDIFY_IMPORT_ROOTS:
+                    deny(f"lambdify wanted to run {code!r}, which the restricted backend "
+                         "refuses")
+            # A module the policy does not allow (numpy, scipy) is "not found" here, and
+            # lambdify falls back to math, mpmath and sympy.
             real_exec(code, globals_, locals_)
             return
         if not isinstance(code, types.CodeType) or id(code) not in compiled_here:
@@ -230,9 +236,70 @@ def harden_findroot() -> None:
     setattr(solvers, "findroot", findroot)
 
 
+_MONOMIAL_FUNCTIONS = frozenset({"monomial_mul", "monomial_pow", "monomial_mulpow",
+                                 "monomial_ldiv", "monomial_div", "monomial_lcm",
+                                 "monomial_gcd"})
+_MONOMIAL_NAMES = re.compile(r"(?:[abr][0-9]+|def|return|if|else|None|A|B|k)")
+_MONOMIAL_OPERATORS = frozenset({"(", ")", ",", ":", "=", "+", "-", "*", "<", "<=", ">="})
+
+
+def _is_monomial_arithmetic(code: str, name: str) -> bool:
+    """Whether `code` is the kind of function sympy's MonomialOps generates: tuple
+    unpacking and arithmetic on names like a0, b1, r2 (no attribute, call, string or
+    builtin anywhere), defining the function `name`."""
+    import io
+    import tokenize
+
+    if name not in _MONOMIAL_FUNCTIONS or not code.startswith(f"def {name}("):
+        return False
+    skipped = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
+               tokenize.ENDMARKER, tokenize.ENCODING}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type in skipped:
+                continue
+            if token.type == tokenize.NAME:
+                if token.string != name and not _MONOMIAL_NAMES.fullmatch(token.string):
+                    return False
+            elif token.type == tokenize.OP:
+                if token.string not in _MONOMIAL_OPERATORS:
+                    return False
+            elif not (token.type == tokenize.NUMBER and token.string == "0"):
+                return False
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return True
+
+
+def harden_monomials() -> None:
+    """The polynomial rings (used by integrate, cancel, factor over several generators)
+    build fast monomial functions from source text with `exec`. The text is sympy's own
+    templates filled in from the number of generators, but the pieces come from
+    methods a user's subclass could override. So the text is checked to be nothing but
+    arithmetic on tuple items before it runs, with no builtins at all; this is then the
+    one place in the polynomial code that may compile."""
+    monomials = importlib.import_module("sympy.polys.monomials")
+    real_exec = builtins.exec
+
+    def _build(self: Any, code: Any, name: Any) -> Any:
+        if type(code) is not str or type(name) is not str \
+                or not _is_monomial_arithmetic(code, name):
+            deny("sympy's monomial code generator was given code that is not monomial "
+                 "arithmetic; the restricted backend refuses to run it")
+        namespace: dict[str, Any] = {"__builtins__": {}}
+        real_exec(code, namespace)
+        return namespace[name]
+
+    functools.update_wrapper(_build, monomials.MonomialOps._build)
+    delattr(_build, "__wrapped__")
+    setattr(monomials.MonomialOps, "_build", _build)
+    audit.SITES.trust(_build)
+
+
 def harden_sympy(guards: Guards) -> None:
     sanitizer = _Sanitizer(guards)
     harden_parser(sanitizer)
     harden_lambdify(sanitizer)
     harden_printers()
     harden_findroot()
+    harden_monomials()
