@@ -254,6 +254,28 @@ MONOMIAL_ATTACKS = {
 }
 
 
+# mpmath's numbers and functions may be held (nsolve needs them); its context is then
+# one attribute away. Its string evaluation, its modules and its privates stay closed.
+MPMATH_VALUE = ("from sympy import *\nx = symbols('x')\n"
+                "ctx = lambdify(x, cos(x), 'mpmath')(1).context\n")
+MPMATH_PIVOTS = {
+    "identify-eval": "print(ctx.identify(0.5, ['__import__(\"os\").system(\"touch {marker}\")']))",
+    "private-attribute": "print(getattr(ctx, '_sage_sqrt'))",
+    "plot-import": "ctx.plot(lambda t: t, [0, 1], file='{marker}')",
+    "dunder-dict": "print(ctx.__dict__)",
+}
+
+
+@pytest.mark.parametrize("name", list(MPMATH_PIVOTS))
+def test_mpmath_values_open_no_way_out(restricted, markers, name):
+    marker = markers / "mpmath"
+    r = attack(restricted, MPMATH_VALUE + MPMATH_PIVOTS[name].replace("{marker}", str(marker)))
+    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
+    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
+    if name == "identify-eval":
+        assert r.status == Status.DENIED and "from a string" in r.error.message, _describe(r)
+
+
 @pytest.mark.parametrize("name", list(MONOMIAL_ATTACKS))
 def test_the_monomial_code_generator_runs_only_arithmetic(restricted, markers, name):
     marker = markers / "monomial"
@@ -746,6 +768,17 @@ print(N(pi, 30))
         "print(dsolve(f(x).diff(x) - f(x), f(x)))\n"
         "print(rsolve(f(n + 1) - 2*f(n), f(n), {f(0): 1}))\n",
         "Eq(f(x), C1*exp(x))\n2**n\n",
+    ),
+    # nsolve evaluates through mpmath's own functions (cos here) and numbers.
+    "nsolve_transcendental": (
+        "from sympy import *\nx = symbols('x')\nprint(nsolve(cos(x) - x, x, 1))\n"
+        "print(N(nsolve(exp(x) - 3, x, 1), 8))\n",
+        "0.739085133215161\n1.0986123\n",
+    ),
+    # sympy.abc runs exec when first imported: it is loaded before any child starts.
+    "sympy_abc": (
+        "from sympy.abc import x, y\nimport sympy\nprint(sympy.factor(x**2 - y**2))\n",
+        "(x - y)*(x + y)\n",
     ),
     # lambdify's default modules (scipy, numpy) are not found here: it falls back.
     "lambdify_default_modules": (

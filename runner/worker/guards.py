@@ -90,6 +90,11 @@ SPECIAL_METHOD_NAMES = SAFE_DUNDER_ATTRIBUTES | frozenset({
 
 RESERVED_PRIVATE_NAMES = frozenset({"_print"})
 
+# Packages whose values user code may hold, though it may not import them: sympy's
+# numerics. (Numbers and functions such as cos, which nsolve's generated code calls, are
+# mpmath's; mpmath compiles nothing a child may run, reads and writes no file.)
+VALUE_ONLY_PACKAGES = ("mpmath.",)
+
 # Modules whose classes, functions and objects user code may hold besides the allowed
 # ones: the interpreter's own types and the C accelerators behind the allowed modules.
 # Anything defined elsewhere (pathlib, io, posix, operator, types, ...) is refused even
@@ -435,7 +440,7 @@ class Guards:
         return value
 
     def _module_usable(self, module: str) -> bool:
-        if module in INTERNAL_MODULES:
+        if module in INTERNAL_MODULES or module.startswith(VALUE_ONLY_PACKAGES):
             return True
         return self.policy.module_allowed(module)
 

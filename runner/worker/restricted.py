@@ -108,6 +108,9 @@ class RestrictedExecutor:
         """Fill sympy's caches and lazy imports once, so children do not pay for them."""
         import sympy
 
+        # sympy.abc runs `exec("from sympy import *")` when first imported, which a
+        # child may not do: imported here, it is already loaded in every child.
+        importlib.import_module("sympy.abc")
         x = sympy.Symbol("x")
         sympy.solve(x**2 - 4, x)
         sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
