@@ -457,6 +457,30 @@ def test_a_daemon_whose_main_thread_ended_does_not_outlive_the_run(sb):
     census.assert_nothing_left()
 
 
+# A daemon that never stays put: each process forks the next and exits at once, so a
+# look at /proc finds the one it listed already gone and misses the one just made.
+MOVING_DAEMON = r"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    # Small shells keep the chain quick: each starts the next in the background and ends.
+    os.execvpe('sh', ['sh', '-c', 'sh -c "$NEXT" &'], dict(os.environ, NEXT='sh -c "$NEXT" &'))
+time.sleep(0.3)
+print('started')
+"""
+
+
+def test_a_daemon_that_keeps_moving_does_not_outlive_the_run(sb):
+    census = Census()
+    for _ in range(3):
+        r = sb.run(MOVING_DAEMON, limits=MEDIUM)
+        assert_status(r, Status.OK)
+        assert r.stdout == "started\n", _describe(r)
+        assert_no_stray_processes(sb)
+    assert_next_run_works(sb)
+    census.assert_nothing_left()
+
+
 def test_a_daemon_started_in_a_session_does_not_outlive_the_session(fresh):
     """A session's worker goes back to the pool when the session closes: whatever the
     session started must be gone before the next caller's run starts on that worker."""

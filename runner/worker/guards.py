@@ -241,6 +241,13 @@ def _defining_module(obj: Any) -> str:
 
 
 _TYPE_MRO = type.__dict__["__mro__"]  # the real MRO, whatever a metaclass defines
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def _is_metaclass(cls: type) -> bool:
+    """A class whose instances are classes, other than `type` itself (whose
+    three-argument form the builtins table already refuses)."""
+    return cls is not type and type in _TYPE_MRO.__get__(cls, type)
 
 
 def _module_name(cls: type) -> str:
@@ -404,6 +411,12 @@ class Guards:
             return value
         if kind in _TYPE_EXPRESSIONS:
             return value
+        if isinstance(value, type) and _is_metaclass(value):
+            # Calling one makes a class (like three-argument type()) without the checks a
+            # class statement gets: dunders in the namespace, bases that must not mix.
+            refuse(f"{where} is a metaclass ('{_TYPE_NAME.__get__(value, type)}'); making "
+                   "classes by calling one is not allowed in the restricted backend (write a "
+                   "class statement)")
         module = _defining_module(value)
         if not self._module_usable(module):
             refuse(f"{where} comes from '{module or 'an unknown module'}', which the restricted "
@@ -917,6 +930,11 @@ def _guarded_build_class(func: Any, name: str, *bases: Any, **kwargs: Any) -> An
     if value_bases and library_bases:
         deny(f"class {name} may not derive from both {value_bases[0].__name__} and the library "
              f"class {library_bases[0].__name__}")
+    for base in bases:
+        module = _module_name(base) if isinstance(base, type) else ""
+        if module.startswith(VALUE_ONLY_PACKAGES):
+            deny(f"class {name} may not derive from {_TYPE_NAME.__get__(base, type)} of "
+                 f"'{module}': its values may be used, but its classes not subclassed")
     if kwargs.get("metaclass", type) is not type:  # RestrictedPython passes `type` itself
         deny(f"class {name}: metaclasses are not allowed in the restricted backend")
     return builtins.__build_class__(func, name, *bases, **kwargs)

@@ -54,6 +54,9 @@ class Supervisor:
         self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
         self.session: ChildPipes | None = None
         self.unreaped: set[int] = set()
+        # A process we did not start was collected (an orphan a run left, adopted by us as
+        # the subreaper) since the last clean-up: then the clean-up always runs.
+        self.adopted = False
 
     # -- children ---------------------------------------------------------------------
     def _ask(self, command: bytes) -> ChildPipes:
@@ -180,13 +183,20 @@ class Supervisor:
         if self.session is not None:
             self._end_session()  # the clean-up ends every process of the sandbox user
         self.reap()
-        if nothing_left(self.config):
-            return  # seen from outside: no process, file or IPC object of the sandbox user
+        if not self.adopted and nothing_left(self.config):
+            # Seen from outside: no process, file or IPC object of the sandbox user. A
+            # process the look missed (made after it listed /proc) has a parent that
+            # ended while it looked: that parent, or an ancestor, is an orphan we adopted,
+            # and collecting it now tells us.
+            self.reap()
+            if not self.adopted:
+                return
         try:
             self.forks.request(CLEAN)
         except OSError as exc:
             raise ForkserverGone(str(exc)) from None
         self.reap()
+        self.adopted = False
 
     def reap(self) -> None:
         """Collect children that are gone: runs reported and killed, and (in containers)
@@ -200,7 +210,10 @@ class Supervisor:
                 return
             if pid == self.forks.pid:
                 raise ForkserverGone("the forkserver exited")
-            self.unreaped.discard(pid)
+            if pid in self.unreaped:
+                self.unreaped.discard(pid)
+            else:
+                self.adopted = True
 
     def close(self) -> None:
         self._settle()

@@ -239,61 +239,103 @@ def harden_findroot() -> None:
 _MONOMIAL_FUNCTIONS = frozenset({"monomial_mul", "monomial_pow", "monomial_mulpow",
                                  "monomial_ldiv", "monomial_div", "monomial_lcm",
                                  "monomial_gcd"})
-_MONOMIAL_NAMES = re.compile(r"(?:[abr][0-9]+|def|return|if|else|None|A|B|k)")
-_MONOMIAL_OPERATORS = frozenset({"(", ")", ",", ":", "=", "+", "-", "*", "<", "<=", ">="})
+_MONOMIAL_NAMES = re.compile(r"[abr][0-9]+|A|B|k")
+_MONOMIAL_NODES = (ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Assign,
+                   ast.Tuple, ast.Name, ast.Load, ast.Store, ast.Return, ast.If, ast.IfExp,
+                   ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Compare, ast.Lt, ast.LtE,
+                   ast.GtE)
+MAX_MONOMIAL_GENERATORS = 1000
 
 
-def _is_monomial_arithmetic(code: str, name: str) -> bool:
-    """Whether `code` is the kind of function sympy's MonomialOps generates: tuple
-    unpacking and arithmetic on names like a0, b1, r2 (no attribute, call, string or
-    builtin anywhere), defining the function `name`."""
-    import io
-    import tokenize
-
-    if name not in _MONOMIAL_FUNCTIONS or not code.startswith(f"def {name}("):
-        return False
-    skipped = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
-               tokenize.ENDMARKER, tokenize.ENCODING}
+def _monomial_tree(code: str, name: str) -> ast.Module | None:
+    """The parsed function if `code` is the kind MonomialOps generates, else None: one
+    function `name`, no decorators or annotations, whose body only unpacks tuples and
+    does arithmetic and comparisons on names like a0, b1, r2 (no attribute, call,
+    subscript, string or builtin anywhere). The tree is what gets compiled, never the
+    text again: the text's reading is not the checker's to trust."""
+    if name not in _MONOMIAL_FUNCTIONS:
+        return None
     try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type in skipped:
-                continue
-            if token.type == tokenize.NAME:
-                if token.string != name and not _MONOMIAL_NAMES.fullmatch(token.string):
-                    return False
-            elif token.type == tokenize.OP:
-                if token.string not in _MONOMIAL_OPERATORS:
-                    return False
-            elif not (token.type == tokenize.NUMBER and token.string == "0"):
-                return False
-    except (tokenize.TokenError, SyntaxError):
-        return False
-    return True
+        tree = ast.parse(code, "<monomial>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    function = tree.body[0]
+    if function.name != name or function.decorator_list or function.returns is not None \
+            or getattr(function, "type_params", None):
+        return None
+    for node in ast.walk(function):
+        if isinstance(node, ast.FunctionDef):
+            if node is not function:
+                return None
+        elif isinstance(node, ast.arg):
+            if node.annotation is not None or not _MONOMIAL_NAMES.fullmatch(node.arg):
+                return None
+        elif isinstance(node, ast.Name):
+            if not _MONOMIAL_NAMES.fullmatch(node.id):
+                return None
+        elif isinstance(node, ast.Constant):
+            if node.value is not None and not (type(node.value) is int and node.value == 0):
+                return None
+        elif not isinstance(node, _MONOMIAL_NODES):
+            return None
+    return tree
 
 
 def harden_monomials() -> None:
     """The polynomial rings (used by integrate, cancel, factor over several generators)
-    build fast monomial functions from source text with `exec`. The text is sympy's own
-    templates filled in from the number of generators, but the pieces come from
-    methods a user's subclass could override. So the text is checked to be nothing but
-    arithmetic on tuple items before it runs, with no builtins at all; this is then the
-    one place in the polynomial code that may compile."""
+    build fast monomial functions from source text with `exec`: sympy's own templates,
+    filled in from the number of generators. Only MonomialOps itself (not a subclass,
+    whose methods would write the text) with a plain int count may build; the text must
+    parse to nothing but tuple unpacking and arithmetic; the checked tree is compiled
+    and run with no builtins. This is the one place in the polynomial code that may
+    compile."""
     monomials = importlib.import_module("sympy.polys.monomials")
-    real_exec = builtins.exec
+    monomial_ops = monomials.MonomialOps
+    real_compile, real_exec = builtins.compile, builtins.exec
 
     def _build(self: Any, code: Any, name: Any) -> Any:
-        if type(code) is not str or type(name) is not str \
-                or not _is_monomial_arithmetic(code, name):
-            deny("sympy's monomial code generator was given code that is not monomial "
-                 "arithmetic; the restricted backend refuses to run it")
+        ngens = getattr(self, "ngens", None) if type(self) is monomial_ops else None
+        tree = _monomial_tree(code, name) \
+            if type(code) is str and type(name) is str and type(ngens) is int \
+            and 0 <= ngens <= MAX_MONOMIAL_GENERATORS else None
+        if tree is None:
+            return deny("sympy's monomial code generator may only build its own arithmetic "
+                        "(not from a subclass, not other code) in the restricted backend")
         namespace: dict[str, Any] = {"__builtins__": {}}
-        real_exec(code, namespace)
+        real_exec(real_compile(tree, "<monomial>", "exec", dont_inherit=True), namespace)
         return namespace[name]
 
-    functools.update_wrapper(_build, monomials.MonomialOps._build)
+    functools.update_wrapper(_build, monomial_ops._build)
     delattr(_build, "__wrapped__")
-    setattr(monomials.MonomialOps, "_build", _build)
+    setattr(monomial_ops, "_build", _build)
     audit.SITES.trust(_build)
+
+
+def harden_undefined_functions() -> None:
+    """`Function('f', bases, namespace)` builds a class from a namespace and bases the
+    caller chose: a class statement without its checks. Names and assumptions
+    (`Function('f', real=True)`) are what Function is for; bases, a namespace or dunder
+    attributes are refused."""
+    function_module = importlib.import_module("sympy.core.function")
+    undefined = function_module.UndefinedFunction
+    original = undefined.__new__
+
+    def __new__(mcl: Any, name: Any, *rest: Any, **kwargs: Any) -> Any:
+        if rest or "bases" in kwargs or "__dict__" in kwargs:
+            deny("Function(name, bases, namespace) is not allowed in the restricted backend: "
+                 "give a name and assumptions (Function('f', real=True)), or write a class "
+                 "statement")
+        for key in kwargs:
+            if type(key) is not str or key.startswith("__"):
+                deny(f"Function(...): the attribute {key!r} is not allowed in the restricted "
+                     "backend")
+        return original(mcl, name, **kwargs)
+
+    functools.update_wrapper(__new__, original)
+    delattr(__new__, "__wrapped__")
+    setattr(undefined, "__new__", __new__)
 
 
 def harden_sympy(guards: Guards) -> None:
@@ -303,3 +345,4 @@ def harden_sympy(guards: Guards) -> None:
     harden_printers()
     harden_findroot()
     harden_monomials()
+    harden_undefined_functions()
