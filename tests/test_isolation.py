@@ -555,6 +555,10 @@ COMPILE_FROM_A_LIBRARY = {
     "type hints": ("import typing\ndef f(x: 'int'): pass\ntyping.get_type_hints(f)"),
     "singledispatch": ("import functools\n@functools.singledispatch\ndef f(x): pass\n"
                        "S = 'int'\ndef g(x: S): pass\nf.register(g)"),
+    # The import system's helper runs whatever it is given: only the loaders that call
+    # it are trusted, not the helper itself.
+    "import helper": ("import importlib._bootstrap as b\n"
+                      "b._call_with_frames_removed(exec, 'x = 1', {})"),
 }
 
 

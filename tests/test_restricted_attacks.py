@@ -295,6 +295,50 @@ CLASS_FACTORIES = {
 }
 
 
+CLASS_FACTORIES["enum-functional"] = (
+    "import re\nEnum = re.RegexFlag.mro()[5]\n"
+    "E = Enum('E', {'A': 1, '__getattr__': lambda s, n: n}, module='__main__')\n", "enum")
+
+# Paths found by an attack pass: lambdify's import lines (a printer's module_imports names
+# them), unchecked items of a library's iterator, private names in `from M import _x`.
+LIBRARY_PATHS = {
+    "lambdify-module-imports": (
+        "from sympy import Symbol, lambdify\n"
+        "class P:\n"
+        "    module_imports = {'sympy.__globals__': ['get']}\n"
+        "    def doprint(self, expr):\n"
+        "        return 'get'\n"
+        "x = Symbol('x')\n"
+        "f = lambdify(x, x, modules=[{'sympy': lambdify}], printer=P())\n"
+        "print(f(1))\n", "lambdify wanted to run"),
+    "private-from-import": ("from sympy.utilities.lambdify import _import\nprint(_import)\n",
+                            "private name '_import'"),
+}
+
+
+@pytest.mark.parametrize("name", list(LIBRARY_PATHS))
+def test_library_paths_to_internals_are_closed(restricted, name):
+    code, named = LIBRARY_PATHS[name]
+    r = attack(restricted, code)
+    assert r.status == Status.DENIED and named in r.error.message, _describe(r)
+    assert "built-in" not in r.stdout and "dict" not in r.stdout, _describe(r)
+
+
+def test_what_a_library_iterator_yields_is_checked():
+    """Unit level: `for` loops and comprehensions take items through the guards, like a
+    call's result (map, filter or a generator can call library code that returns
+    anything); ranges and built-in containers keep their C iterators."""
+    import os as os_module
+
+    from runner.worker.guards import Denied, Guards, Policy
+
+    guards = Guards(Policy(["math"]))
+    assert list(guards.getiter(map(abs, [-1, 2]))) == [1, 2]
+    assert type(guards.getiter(range(3))) is type(iter(range(3)))
+    with pytest.raises(Denied, match="an item of an iteration"):
+        list(guards.getiter(map(lambda value: value, [os_module])))
+
+
 @pytest.mark.parametrize("name", list(CLASS_FACTORIES))
 def test_classes_come_only_from_class_statements(restricted, name):
     code, named = CLASS_FACTORIES[name]

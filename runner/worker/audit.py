@@ -113,10 +113,14 @@ class CompileSites:
         # cached .pyc); which modules may be imported at all is decided on "import".
         bootstrap = sys.modules.get("importlib._bootstrap")
         external = sys.modules.get("importlib._bootstrap_external")
+        # `_call_with_frames_removed` is a helper anyone could call with `exec`: it is
+        # only a way through, and the loaders that call it are the trusted sites.
         if bootstrap is not None:
-            trusted.append(bootstrap._call_with_frames_removed)
+            through.append(bootstrap._call_with_frames_removed)
+            trusted.append(bootstrap.FrozenImporter.exec_module)
         if external is not None:
             trusted.append(external.SourceLoader.source_to_code)
+            trusted.append(external._LoaderBasics.exec_module)
         # Keep the objects alive: their ids must stay theirs.
         self._trusted, self._through = trusted, through
         return _code_ids(trusted), _code_ids(through)

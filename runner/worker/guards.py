@@ -100,7 +100,10 @@ VALUE_ONLY_PACKAGES = ("mpmath.",)
 # Anything defined elsewhere (pathlib, io, posix, operator, types, ...) is refused even
 # when an allowed module happens to re-export it.
 INTERNAL_MODULES = frozenset({
-    "builtins", "__main__", "abc", "numbers", "enum", "_collections", "_collections_abc",
+    # (Not enum: Enum('E', namespace, type=..., module=...) builds a class from a
+    # namespace, like three-argument type(); enum members of allowed modules, such as
+    # re's flags, belong to those modules.)
+    "builtins", "__main__", "abc", "numbers", "_collections", "_collections_abc",
     "_functools", "_decimal", "_pydecimal", "_random", "_json", "_datetime", "_pydatetime",
     "_statistics", "_sre", "_abc", "mpmath",
 })
@@ -118,6 +121,8 @@ _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 # through the guards like any other object's).
 _TYPE_EXPRESSIONS = (types.GenericAlias, types.UnionType)
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
+_FAST_ITERABLES = frozenset({range, str, bytes, bytearray, list, tuple, set, frozenset, dict,
+                             type({}.keys()), type({}.values()), type({}.items())})
 _BASE_ITER: dict[type, Callable[[Any], Any]] = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
               frozenset: frozenset.__iter__, dict: dict.__iter__}
 _INTROSPECTION_TYPES = (types.FrameType, types.CodeType, types.TracebackType)
@@ -423,6 +428,21 @@ class Guards:
                  "backend does not allow (it can run code, import by name or touch the system)")
         return value
 
+    def getiter(self, iterable: Any) -> Any:
+        """`for` loops, comprehensions and unpacking. What a library's iterator yields
+        (map, filter, zip, a generator) is checked item by item like a call's result;
+        the built-in containers and ranges hold only what was checked on the way in, and
+        keep their C speed."""
+        iterator = iter(iterable)
+        if type(iterable) in _FAST_ITERABLES:
+            return iterator
+        return self._checked_items(iterator)
+
+    def _checked_items(self, iterator: Any) -> Any:
+        check, plain = self.check_value, _PLAIN_TYPES
+        for item in iterator:
+            yield item if type(item) in plain else check(item, "an item of an iteration")
+
     def check_result(self, value: Any) -> Any:
         """What a call returned, before user code holds it: a library function that
         returns a module, a frame, a code object or a refused callable is refused like an
@@ -563,6 +583,9 @@ class Guards:
         for item in fromlist:
             if not isinstance(item, str):
                 continue
+            if item.startswith("_"):
+                deny(f"importing the private name '{item}' from '{name}' is not allowed in "
+                     "the restricted backend")
             if hasattr(target, item):
                 value = self.check_value(getattr(target, item), f"'{item}' of module '{name}'")
             else:
@@ -999,7 +1022,7 @@ def make_globals(guards: Guards) -> dict[str, Any]:
         "__metaclass__": type,
         "_getattr_": guards.getattr,
         "_getitem_": guards.getitem,
-        "_getiter_": iter,
+        "_getiter_": guards.getiter,
         "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
         "_unpack_sequence_": guarded_unpack_sequence,
         "_write_": guards.write,

@@ -28,10 +28,6 @@ from RestrictedPython.compile import compile_restricted_eval
 from . import audit
 from .guards import Guards, SandboxTransformer, compile_user_code, deny, make_globals
 
-_IMPORT_LINE = re.compile(
-    r"^(?:from (?P<from>[A-Za-z_][\w.]*) import (?:\*|[\w, ]+)|import (?P<imp>[A-Za-z_][\w.]*)"
-    r"(?: as \w+)?|\w+ = (?P<attr>[A-Za-z_][\w.]*)\.\w+)$"
-)
 _LAMBDIFY_IMPORT_ROOTS = frozenset({"math", "cmath", "mpmath", "sympy", "numpy", "scipy"})
 
 
@@ -156,6 +152,66 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
     sympy.parsing.parse_expr = parse_expr
 
 
+def _public_path(path: str) -> list[str] | None:
+    parts = path.split(".")
+    if parts[0] not in _LAMBDIFY_IMPORT_ROOTS or any(
+            not part.isidentifier() or part.startswith("_") for part in parts):
+        return None
+    return parts
+
+
+def _run_import_lines(code: str, namespace: dict[str, Any]) -> None:
+    """The import lines lambdify assembles from its module tables (and from a printer's
+    `module_imports`, which the user writes): `import M`, `from M import a, b` or `*`,
+    and the fallback `a = M.a`. Each is parsed and carried out here, with public names
+    of the allowed roots only, and nothing is looked up in `namespace` (whose names the
+    caller chose). A module the policy does not allow (numpy, scipy) is "not found", and
+    lambdify falls back to math, mpmath and sympy."""
+    refusal = f"lambdify wanted to run {code!r}, which the restricted backend refuses"
+    try:
+        statements = ast.parse(code, "<lambdify import>", "exec").body
+    except SyntaxError:
+        deny(refusal)
+        return
+    for statement in statements:
+        if isinstance(statement, ast.Import) and all(
+                alias.asname is None and _public_path(alias.name) for alias in statement.names):
+            for alias in statement.names:
+                importlib.import_module(alias.name)
+                root = alias.name.split(".")[0]
+                namespace[root] = importlib.import_module(root)
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 \
+                and statement.module and _public_path(statement.module) and all(
+                    alias.asname is None and (alias.name == "*" or not alias.name.startswith("_"))
+                    for alias in statement.names):
+            module = importlib.import_module(statement.module)
+            names = [alias.name for alias in statement.names]
+            if names == ["*"]:
+                exported = getattr(module, "__all__", None)
+                names = [name for name in (exported if isinstance(exported, (list, tuple))
+                                           else vars(module))
+                         if type(name) is str and not name.startswith("_")]
+            for name in names:
+                try:
+                    namespace[name] = getattr(module, name)
+                except AttributeError:
+                    raise ImportError(f"cannot import name {name!r} from {module.__name__!r}") \
+                        from None
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) \
+                and not statement.targets[0].id.startswith("_") \
+                and (path := _public_path(ast.unparse(statement.value))) is not None \
+                and len(path) > 1:
+            # Resolved from the real module, never from a name in `namespace`.
+            value: Any = importlib.import_module(path[0])
+            for part in path[1:]:
+                value = getattr(value, part)
+            namespace[statement.targets[0].id] = value
+        else:
+            deny(refusal)
+            return
+
+
 def harden_lambdify(sanitizer: _Sanitizer) -> None:
     # Not `from sympy.utilities import lambdify`: that name is the function, which
     # shadows the module of the same name in the package namespace.
@@ -173,18 +229,7 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
 
     def exec_(code: Any, globals_: dict[str, Any], locals_: Any = None) -> None:
         if isinstance(code, str):
-            # Import lines lambdify assembles from its own module tables.
-            # (Some are several statements: "import scipy; import numpy; from ...".)
-            for statement in code.split(";"):
-                match = _IMPORT_LINE.match(statement.strip())
-                root = match and (match.group("from") or match.group("imp")
-                                  or match.group("attr"))
-                if not root or root.split(".")[0] not in _LAMBDIFY_IMPORT_ROOTS:
-                    deny(f"lambdify wanted to run {code!r}, which the restricted backend "
-                         "refuses")
-            # A module the policy does not allow (numpy, scipy) is "not found" here, and
-            # lambdify falls back to math, mpmath and sympy.
-            real_exec(code, globals_, locals_)
+            _run_import_lines(code, locals_ if isinstance(locals_, dict) else globals_)
             return
         if not isinstance(code, types.CodeType) or id(code) not in compiled_here:
             deny("lambdify tried to run code the restricted backend did not compile")
