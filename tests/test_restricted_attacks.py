@@ -311,6 +311,13 @@ LIBRARY_PATHS = {
         "x = Symbol('x')\n"
         "f = lambdify(x, x, modules=[{'sympy': lambdify}], printer=P())\n"
         "print(f(1))\n", "lambdify wanted to run"),
+    # A library object's private names are the library's: MonomialOps(1) is a shared,
+    # cached instance whose _vars sympy calls.
+    "private-write-on-library-object": ("from sympy.polys.monomials import MonomialOps\n"
+                                        "m = MonomialOps(1)\nm._vars = lambda name: ['a0']\n",
+                                        "private to the library"),
+    "private-write-on-sympy-expression": ("from sympy import Symbol\nx = Symbol('x')\n"
+                                          "x._assumptions = {}\n", "private to the library"),
     "private-from-import": ("from sympy.utilities.lambdify import _import\nprint(_import)\n",
                             "private name '_import'"),
 }
@@ -848,6 +855,13 @@ print(N(pi, 30))
         "print(dsolve(f(x).diff(x) - f(x), f(x)))\n"
         "print(rsolve(f(n + 1) - 2*f(n), f(n), {f(0): 1}))\n",
         "Eq(f(x), C1*exp(x))\n2**n\n",
+    ),
+    # The user's own objects take private attributes (set, changed in place, deleted).
+    "private_attributes_of_own_objects": (
+        "class Cache:\n    def __init__(self):\n        self._store = {}\n        self._hits = 0\n"
+        "c = Cache()\nc._store[1] = 2\nc._extra = 3\nc._hits += 1\ndel c._extra\n"
+        "setattr(c, '_more', 4)\nprint(c._store, c._hits, c._more, hasattr(c, '_extra'))\n",
+        "{1: 2} 1 4 False\n",
     ),
     # Names and assumptions are what Function is for; lambdify's own use of the factory.
     "function_assumptions": (

@@ -283,6 +283,36 @@ def _is_private_name(name: str) -> bool:
             and name not in RESERVED_PRIVATE_NAMES)
 
 
+_WRITABLE_CONTAINERS = frozenset({list, dict, set, bytearray})
+
+
+class _LibraryObjectWrite:
+    """What `_write_` hands the compiled assignment for a library's object: attribute
+    writes pass the name check (no `_` names of the library's), items go through."""
+
+    __slots__ = ("_guards", "_target")
+
+    def __init__(self, target: Any, guards: Guards) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_guards", guards)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        target = object.__getattribute__(self, "_target")
+        guards = object.__getattribute__(self, "_guards")
+        setattr(target, guards._check_write_name(target, name), value)
+
+    def __delattr__(self, name: str) -> None:
+        target = object.__getattribute__(self, "_target")
+        guards = object.__getattribute__(self, "_guards")
+        delattr(target, guards._check_write_name(target, name))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        object.__getattribute__(self, "_target")[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del object.__getattribute__(self, "_target")[key]
+
+
 def _is_user_defined(obj: Any) -> bool:
     cls = obj if isinstance(obj, type) else type(obj)
     return getattr(cls, "__module__", None) == "__main__"
@@ -530,23 +560,38 @@ class Guards:
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)) and \
                 getattr(obj, "__module__", None) != "__main__":
             deny(f"changing the function '{getattr(obj, '__qualname__', '?')}' is not allowed")
-        return obj
+        if type(obj) in _WRITABLE_CONTAINERS or _is_user_defined(obj) or \
+                isinstance(obj, types.FunctionType):
+            return obj
+        # A library's object: `obj.name = value` (which reaches here without the name)
+        # goes through the same name check as setattr().
+        return _LibraryObjectWrite(obj, self)
 
     def _check_write_name(self, obj: Any, name: str) -> str:
         name = _exact_str(name)
-        if name.startswith("_") and not (_is_private_name(name) or name in SPECIAL_METHOD_NAMES):
-            deny(f"setting the attribute '{name}' is not allowed")
+        if name.startswith("_"):
+            if not (_is_private_name(name) or name in SPECIAL_METHOD_NAMES):
+                deny(f"setting the attribute '{name}' is not allowed")
+            # As for reading: a library object's `_` names are the library's (its caches,
+            # the helpers it calls on itself); the user's own objects are the user's.
+            user_function = isinstance(obj, types.FunctionType) and obj.__module__ == "__main__"
+            if not (user_function or _is_user_defined(obj)):
+                deny(f"setting the attribute '{name}' of {_describe(obj)} is not allowed (names "
+                     "starting with '_' are private to the library that made the object)")
         return name
 
     def setattr(self, obj: Any, name: str, value: Any) -> None:
-        setattr(self.write(obj), self._check_write_name(obj, name), value)
+        self.write(obj)  # refuses modules, library classes and functions
+        setattr(obj, self._check_write_name(obj, name), value)
 
     def delattr(self, obj: Any, name: str) -> None:
-        delattr(self.write(obj), self._check_write_name(obj, name))
+        self.write(obj)
+        delattr(obj, self._check_write_name(obj, name))
 
     def inplace_attr(self, obj: Any, name: str, op: str, value: Any) -> None:
         current = self.getattr(obj, name)
-        setattr(self.write(obj), name, inplacevar(op, current, value))
+        self.write(obj)
+        setattr(obj, self._check_write_name(obj, name), inplacevar(op, current, value))
 
     def inplace_item(self, obj: Any, key: Any, op: str, value: Any) -> None:
         current = self.getitem(obj, key)
