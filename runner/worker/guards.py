@@ -318,6 +318,13 @@ def _is_user_defined(obj: Any) -> bool:
     return getattr(cls, "__module__", None) == "__main__"
 
 
+def _owned_by_user(obj: Any) -> bool:
+    """The user's own class, instance of one, or function."""
+    if isinstance(obj, types.FunctionType):
+        return obj.__module__ == "__main__"
+    return _is_user_defined(obj)
+
+
 _CLASS_DICT = type.__dict__["__dict__"]
 _OBJECT_DICT = object.__getattribute__
 
@@ -560,8 +567,7 @@ class Guards:
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)) and \
                 getattr(obj, "__module__", None) != "__main__":
             deny(f"changing the function '{getattr(obj, '__qualname__', '?')}' is not allowed")
-        if type(obj) in _WRITABLE_CONTAINERS or _is_user_defined(obj) or \
-                isinstance(obj, types.FunctionType):
+        if type(obj) in _WRITABLE_CONTAINERS or _owned_by_user(obj):
             return obj
         # A library's object: `obj.name = value` (which reaches here without the name)
         # goes through the same name check as setattr().
@@ -574,8 +580,7 @@ class Guards:
                 deny(f"setting the attribute '{name}' is not allowed")
             # As for reading: a library object's `_` names are the library's (its caches,
             # the helpers it calls on itself); the user's own objects are the user's.
-            user_function = isinstance(obj, types.FunctionType) and obj.__module__ == "__main__"
-            if not (user_function or _is_user_defined(obj)):
+            if not _owned_by_user(obj):
                 deny(f"setting the attribute '{name}' of {_describe(obj)} is not allowed (names "
                      "starting with '_' are private to the library that made the object)")
         return name
