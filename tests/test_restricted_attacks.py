@@ -318,6 +318,20 @@ LIBRARY_PATHS = {
                                         "private to the library"),
     "private-write-on-sympy-expression": ("from sympy import Symbol\nx = Symbol('x')\n"
                                           "x._assumptions = {}\n", "private to the library"),
+    # sympy reads `self.printmethod`: an instance's own value counts, not only the class's.
+    "printmethod-on-the-instance": ("from sympy.printing.str import StrPrinter\n"
+                                    "from sympy import Symbol\n"
+                                    "class P(StrPrinter):\n    printmethod = '_sympystr'\n"
+                                    "p = P()\np.printmethod = '__reduce_ex__'\n"
+                                    "print(p.doprint(Symbol('x')))\n", "printmethod"),
+    "printmethod-as-property": ("from sympy.printing.str import StrPrinter\n"
+                                "from sympy import Symbol\n"
+                                "class P(StrPrinter):\n    @property\n"
+                                "    def printmethod(self):\n        return '__reduce_ex__'\n"
+                                "print(P().doprint(Symbol('x')))\n", "printmethod"),
+    # Keys of a library's dict are handed out by iteration: checked like its values.
+    "library-dict-keys": ("from sympy.parsing.sympy_parser import EvaluateFalseTransformer as T\n"
+                          "for k in T.operators:\n    print(k)\n", "'ast'"),
     "private-from-import": ("from sympy.utilities.lambdify import _import\nprint(_import)\n",
                             "private name '_import'"),
 }
@@ -344,6 +358,13 @@ def test_what_a_library_iterator_yields_is_checked():
     assert type(guards.getiter(range(3))) is type(iter(range(3)))
     with pytest.raises(Denied, match="an item of an iteration"):
         list(guards.getiter(map(lambda value: value, [os_module])))
+    # However deep a container holds it, and as a dict's key.
+    level: object = [[[[[[os_module]]]]]]
+    with pytest.raises(Denied):
+        while True:  # one level down at a time, as nested loops would
+            level = next(guards.getiter(level))
+    with pytest.raises(Denied):
+        guards.check_value({os_module: 1}, "a dict")
 
 
 @pytest.mark.parametrize("name", list(CLASS_FACTORIES))

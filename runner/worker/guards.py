@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import itertools
 import operator
 import string
 import sys
@@ -121,8 +122,9 @@ _PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 # through the guards like any other object's).
 _TYPE_EXPRESSIONS = (types.GenericAlias, types.UnionType)
 _CONTAINER_TYPES = (list, tuple, set, frozenset, dict)
-_FAST_ITERABLES = frozenset({range, str, bytes, bytearray, list, tuple, set, frozenset, dict,
-                             type({}.keys()), type({}.values()), type({}.items())})
+# Iterables whose items are plain by construction. A list, tuple or dict is not: what it
+# holds may be nested deeper than a result's scan goes, or put there by a library later.
+_FAST_ITERABLES = frozenset({range, str, bytes, bytearray})
 _BASE_ITER: dict[type, Callable[[Any], Any]] = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__,
               frozenset: frozenset.__iter__, dict: dict.__iter__}
 _INTROSPECTION_TYPES = (types.FrameType, types.CodeType, types.TracebackType)
@@ -446,7 +448,9 @@ class Guards:
             if depth < MAX_SCAN_DEPTH:
                 # The base type's own iteration: a subclass's __iter__ is user code.
                 base_iter = _BASE_ITER[next(t for t in _CONTAINER_TYPES if isinstance(value, t))]
-                items = dict.values(value) if isinstance(value, dict) else base_iter(value)
+                # A dict's keys as well as its values: iterating it hands out the keys.
+                items = itertools.chain(dict.keys(value), dict.values(value)) \
+                    if isinstance(value, dict) else base_iter(value)
                 for item in items:
                     if type(item) not in _PLAIN_TYPES:
                         self.check_value(item, f"an item of {where}", depth + 1, refuse=refuse)
@@ -466,10 +470,10 @@ class Guards:
         return value
 
     def getiter(self, iterable: Any) -> Any:
-        """`for` loops, comprehensions and unpacking. What a library's iterator yields
-        (map, filter, zip, a generator) is checked item by item like a call's result;
-        the built-in containers and ranges hold only what was checked on the way in, and
-        keep their C speed."""
+        """`for` loops, comprehensions and unpacking: every item is checked like a call's
+        result as user code receives it (plain values at the cost of a type test), so no
+        container, however deep or however filled, hands out what the guards refuse.
+        Ranges and strings keep their C iterators."""
         iterator = iter(iterable)
         if type(iterable) in _FAST_ITERABLES:
             return iterator

@@ -247,6 +247,30 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
 _PRINT_METHOD = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
 
 
+def _printmethod(printer: Any) -> Any:
+    """The `printmethod` that `self.printmethod` gives the original `_print`: the instance's
+    own if it has one, else the class's. Anything that could answer differently when read
+    twice (a property or other descriptor, a custom attribute lookup) is refused."""
+    kind = type(printer)
+    lookup: Any = kind.__getattribute__
+    if lookup is not object.__getattribute__:
+        return deny("a Printer may not define its own attribute lookup in the restricted backend")
+    found: Any = None
+    for klass in kind.__mro__:
+        if "printmethod" in klass.__dict__:
+            found = klass.__dict__["printmethod"]
+            break
+    if found is not None and type(found) is not str:
+        return deny("a Printer's printmethod must be a plain string in the restricted backend")
+    try:
+        own = object.__getattribute__(printer, "__dict__")
+    except AttributeError:
+        return found
+    if not isinstance(own, dict):
+        return deny("a Printer's attributes must be a plain dict in the restricted backend")
+    return dict.get(own, "printmethod", found)
+
+
 def harden_printers() -> None:
     """Printer._print calls `getattr(expr, self.printmethod)(self)` with the real getattr:
     a user printer could name any attribute. Only sympy-style hook names are accepted."""
@@ -254,7 +278,7 @@ def harden_printers() -> None:
     original = printer_module.Printer._print
 
     def _print(self: Any, expr: Any, **kwargs: Any) -> Any:
-        method = type(self).__dict__.get("printmethod", getattr(type(self), "printmethod", None))
+        method = _printmethod(self)
         if method is not None and (type(method) is not str or not _PRINT_METHOD.fullmatch(method)
                                    or method.startswith("__")):
             deny(f"a Printer's printmethod must be a name like '_mymethod', not {method!r}")
