@@ -99,10 +99,41 @@ class ErrorInfo(_Frozen):
     detail: dict[str, Any] | None = None
 
 
+class Isolation(_Frozen):
+    """The layers that confined a run, as its worker saw them before the run started (so a
+    reviewer can tell a fully confined run from one on a kernel without Landlock)."""
+
+    tier: str = ""
+    namespaces: tuple[str, ...] = ()  # the restricted jail's own namespaces
+    unprivileged: bool = False        # no capabilities, not root, no_new_privs
+    landlock_abi: int = 0             # 0: the kernel has no Landlock
+    seccomp: str | None = None        # "allow-list", or None when not in place
+    policy: bool = False              # the restricted policy (RestrictedPython + guards)
+    audit_hook: bool = False
+    container: bool = False
+
+    def summary(self) -> str:
+        """One line naming each layer, and what was missing."""
+        parts = [self.tier or "?"]
+        if self.container:
+            parts.append("container")
+        if self.namespaces:
+            parts.append(f"namespaces ({', '.join(self.namespaces)})")
+        parts.append("unprivileged" if self.unprivileged else "PRIVILEGED")
+        if self.tier == "restricted":
+            parts.append(f"landlock v{self.landlock_abi}" if self.landlock_abi else "NO landlock")
+        parts.append(f"seccomp {self.seccomp}" if self.seccomp else "NO seccomp")
+        if self.tier == "restricted":
+            parts.append("policy" if self.policy else "NO policy (test mode)")
+            parts.append("audit hook" if self.audit_hook else "NO audit hook (test mode)")
+        return ", ".join(parts)
+
+
 class Resources(_Frozen):
     cpu_ms: int = 0
     max_rss_kb: int = 0
     node: str | None = None  # the cluster node that ran it (the ray backend); None: this host
+    isolation: Isolation | None = None
 
 
 class FunctionCall(_Frozen):

@@ -108,7 +108,9 @@ def test_a_wedged_worker_hits_the_outer_deadline(monkeypatch):
     with Sandbox(log_store=False, pool_size=1) as sb:
         assert sb.run("print(1)").ok
         worker = sb._backend._pool._idle[0]
-        os.kill(worker.pid, signal.SIGSTOP)  # the worker stops answering entirely
+        # The worker stops answering entirely (its process group: the process the host
+        # started and, in the restricted tier's jail, the jail's processes inside it).
+        os.killpg(worker.pid, signal.SIGSTOP)
         started = time.monotonic()
         result = sb.run("print(1)", limits=Limits(timeout_s=1))
         assert time.monotonic() - started < 10

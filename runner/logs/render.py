@@ -56,6 +56,8 @@ def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: boo
     ]
     if result.resources.node is not None:
         lines.insert(4, f"node       {clean(result.resources.node)}")
+    if result.resources.isolation is not None:
+        lines.append(f"isolation  {clean(result.resources.isolation.summary())}")
     if request.limits != result.limits:
         lines.append(f"requested  {_format_limits(request.limits)}")
     lines.append(f"packages   {_format_packages(request.packages, result.packages, clean)}")

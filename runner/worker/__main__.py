@@ -7,6 +7,8 @@ In a container (Docker tier):    python3 -m worker --executor plain --container 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from .child import ChildConfig, Executor
 from .supervisor import serve
@@ -46,14 +48,32 @@ def main() -> None:
         ready = {"preloaded": plain.preload(), "versions": _versions()}
         executor = plain
     else:
+        from . import jail
+
+        try:
+            jail.enter()  # returns in the jail's pid 1
+        except jail.JailError as exc:
+            sys.stderr.write(f"runner worker: the restricted backend's jail: {exc}\n")
+            raise SystemExit(3) from None
         from .restricted import RestrictedExecutor
 
         allowed = [name for name in args.allow.split(",") if name]
         restricted = RestrictedExecutor(allowed, layers=args.layers) if allowed \
             else RestrictedExecutor(layers=args.layers)
-        ready = {"preloaded": restricted.preload(), "allowed": list(restricted.policy.allowed),
+        preloaded = restricted.preload()
+        view = jail.View.of_python()
+        try:
+            jail.seal(view)
+        except jail.JailError as exc:
+            sys.stderr.write(f"runner worker: the restricted backend's jail: {exc}\n")
+            raise SystemExit(3) from None
+        restricted.prepare_children(view.readable())
+        ready = {"preloaded": preloaded, "allowed": list(restricted.policy.allowed),
                  "layers": restricted.layers}
         executor = restricted
+        # Root inside the jail (the caller was root): children become the sandbox user.
+        if os.getuid() == 0:
+            args.run_as = (jail.SANDBOX_UID, jail.SANDBOX_GID)
     config = ChildConfig(container=args.container, limit_processes=not args.container,
                          run_as=args.run_as)
     serve(executor, ready, config)

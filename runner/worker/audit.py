@@ -62,17 +62,24 @@ def _readable_roots() -> tuple[str, ...]:
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              "/usr/share/zoneinfo", "/etc/localtime", os.path.dirname(os.path.dirname(__file__))}
     roots.update(path for path in sys.path if path and os.path.isdir(path))
-    return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
+    return _normalised_roots(roots)
+
+
+def _normalised_roots(roots: Iterable[str]) -> tuple[str, ...]:
+    """Directories end with a separator, so that a prefix test matches only below them."""
+    return tuple(sorted(os.path.join(os.path.realpath(root), "") if os.path.isdir(root)
+                        else os.path.realpath(root) for root in roots))
 
 
 _sites: tuple[frozenset[int], frozenset[int]] | None = None
 
 
-def prepare() -> None:
-    """Work out the readable roots and the compile sites once, in the worker (after
-    every trusted site is registered), so no child pays for it."""
+def prepare(readable: Iterable[str] | None = None) -> None:
+    """Work out the readable roots (the jail's view, when given) and the compile sites
+    once, in the worker (after every trusted site is registered), so no child pays for
+    it."""
     global _readable, _sites
-    _readable = _readable_roots()
+    _readable = _normalised_roots(readable) if readable is not None else _readable_roots()
     _sites = SITES.frozen()
 
 

@@ -28,15 +28,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import wire
+from . import privileges, wire
 from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
 MIB = 1024 * 1024
-_write = os.write  # bound once: the report must not depend on what user code did to `os`
+# Bound once: the report must not depend on what user code did to `os`.
+_write, _fstat = os.write, os.fstat
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 MAX_MESSAGE_CHARS = 64 * 1024  # of an error message or a denial, in a report
 # A child's result and request pipes always have these numbers, so what refers to them
@@ -83,15 +83,30 @@ class Executor(Protocol):
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """In the child, as soon as it is set up (before its request arrives)."""
 
+    def isolation(self) -> dict[str, Any]:
+        """What isolates a run (wire.ISOLATION_FIELDS), for every result's `resources`:
+        asked in the child once it is set up, before its request, while nothing but the
+        worker's own code has run in it."""
+
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]: ...
 
 
 class Reporter:
-    """The child's end of its result pipe. Only frames go there."""
+    """The child's end of its result pipe. Only frames go there. Before every frame it
+    checks that the descriptor is still that pipe: code holding the real builtins could
+    close it, or put a pipe of its own in its place, after writing a report of its own."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self._identity = self._pipe_identity()
+
+    def _pipe_identity(self) -> tuple[int, int] | None:
+        try:
+            info = _fstat(self.fd)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
 
     def frame(self, message: dict[str, Any]) -> None:
         body = json.dumps(message, ensure_ascii=False, separators=(",", ":"),
@@ -101,6 +116,8 @@ class Reporter:
                              f"{wire.MAX_REPORT_BYTES} can be returned")
         data = memoryview(HEADER.pack(len(body)) + body)
         try:
+            if self._identity is None or self._pipe_identity() != self._identity:
+                raise OSError("the result channel was replaced")
             while data:
                 written = _write(self.fd, data)
                 if written <= 0:
@@ -108,8 +125,9 @@ class Reporter:
                 data = data[written:]
         except OSError:
             # Someone closed or replaced our result channel: nothing this child says
-            # can be trusted any more, so it says nothing.
-            os._exit(71)
+            # can be trusted any more, so it says nothing, and ends in a way the
+            # supervisor reads as exactly that.
+            os._exit(wire.CHANNEL_REPLACED_EXIT)
 
     def denied(self, message: str) -> None:
         self.frame({"kind": wire.DENIED, "message": _cap(message, MAX_MESSAGE_CHARS)})
@@ -171,17 +189,15 @@ def _address_space_bytes(pid: int = 0) -> int:
         return 0
 
 
-def _set_limit(which: int, soft: int, pid: int) -> None:
-    _, hard = resource.prlimit(pid, which)
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-        new_hard = hard
-    else:
-        new_hard = soft
+def _set_limit(which: int, value: int, pid: int) -> None:
+    """Soft and hard limit both `value`, so the run cannot raise its own limit (or, where
+    the hard limit is lower and cannot be raised, both that)."""
     try:
-        resource.prlimit(pid, which, (soft, new_hard))
+        resource.prlimit(pid, which, (value, value))
     except (ValueError, OSError):
-        resource.prlimit(pid, which, (soft, hard))
+        _, hard = resource.prlimit(pid, which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.prlimit(pid, which, (value, value))
 
 
 def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False,
@@ -268,20 +284,10 @@ def _finish_streams() -> None:
 
 
 def drop_privileges(run_as: tuple[int, int]) -> None:
-    """Become the sandbox user for good: no capabilities (not even in the bounding set),
-    no supplementary groups, all three user and group ids changed."""
-    uid, gid = run_as
-    if os.geteuid() != 0:
-        if os.getuid() == uid:
-            return  # already the sandbox user (a worker started without root)
-        raise PermissionError(f"cannot switch to uid {uid}: the worker is not root")
-    for cap in range(64):  # past the kernel's last capability this fails harmlessly
-        _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
-        raise PermissionError("the sandbox user could not be set")
+    """Become the sandbox user for good (containers: the worker is root with only the
+    capabilities to do this): no capabilities, not even in the bounding set, no
+    supplementary groups, all three user and group ids changed, no_new_privs."""
+    privileges.switch_user(*run_as)
     _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
@@ -319,7 +325,9 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
     """Everything that does not depend on the request: done before the request arrives.
     Afterwards the result and request pipes are RESULT_FD and REQUEST_FD. Without
     `become_user`, the child stays the worker's user until its request arrives."""
-    os.setpgid(0, 0)
+    # A session of its own (and so a process group): everything it starts can be killed at
+    # once, and it cannot send the worker SIGCONT, which the kernel allows within a session.
+    os.setsid()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     # stdout and stderr first: their pipes may have any number, 3 and 4 included.
@@ -335,12 +343,16 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
 
 
 def become_sandbox_user(config: ChildConfig) -> None:
-    """Switch to the sandbox user (if there is one), then make this process not
-    dumpable: another process of the same user cannot open our /proc files (pipes,
+    """Switch to the sandbox user and give up every privilege (privileges.py; in a
+    restricted jail also in a user namespace of the child's own), then make this process
+    not dumpable: another process of the same user cannot open our /proc files (pipes,
     memory) or trace us; forks of user code inherit it. (A change of user resets the
     flag, so it is set after.)"""
-    if config.run_as is not None:
-        drop_privileges(config.run_as)
+    if config.container:
+        if config.run_as is not None:
+            drop_privileges(config.run_as)
+    else:
+        privileges.become_unprivileged(config.run_as)
     _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
@@ -411,7 +423,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
         reporter = Reporter(result_fd)
         base_address_space = _address_space_bytes()  # before Landlock hides /proc
         executor.before_request(reporter, config)
-        reporter.frame({"kind": wire.CHILD_READY})
+        reporter.frame({"kind": wire.CHILD_READY, wire.ISOLATION: executor.isolation()})
         namespace: dict[str, Any] | None = None
         workdir = os.path.join(config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}")
         while True:
@@ -447,6 +459,9 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 break
             _flush_streams()
             reporter.report(outcome, request.get(wire.SEQ))
+            # Back to the read loop only once the supervisor has seen this block end: it
+            # continues us (see observe.watch).
+            signal.raise_signal(signal.SIGSTOP)
     except BaseException as exc:  # our own code failed: say so, if anyone listens
         with contextlib.suppress(BaseException):
             Reporter(RESULT_FD).report({"kind": "internal", "error": {

@@ -21,10 +21,11 @@ RULESET_FD_FLOOR = 200
 
 
 class Confinement:
-    """Both layers, built once in the zygote (children inherit the Landlock ruleset's fd
+    """Both layers, built once in the worker (children inherit the Landlock ruleset's fd
     and the filter's template); `apply`, in a child, is a few system calls."""
 
     def __init__(self, readable: Iterable[str]) -> None:
+        self.abi = landlock.abi_version()
         self._ruleset = landlock.build(readable)
         if self._ruleset is not None and self._ruleset.fd < RULESET_FD_FLOOR:
             high = fcntl.fcntl(self._ruleset.fd, fcntl.F_DUPFD, RULESET_FD_FLOOR)
@@ -36,13 +37,14 @@ class Confinement:
         """Descriptors a child must keep open until it applies the confinement."""
         return (self._ruleset.fd,) if self._ruleset is not None else ()
 
-    def apply_files(self) -> bool:
-        """Landlock (before the request); the ruleset's descriptor is closed afterwards."""
+    def apply_files(self) -> int:
+        """Landlock (before the request); the ruleset's descriptor is closed afterwards.
+        The ABI version in force, or 0 when the kernel has none."""
         if self._ruleset is None:
-            return False
+            return 0
         applied = self._ruleset.apply()
         os.close(self._ruleset.fd)
-        return applied
+        return self.abi if applied else 0
 
     def apply_calls(self) -> bool:
         """The seccomp filter (once the limits are set)."""
@@ -51,7 +53,7 @@ class Confinement:
     def apply(self) -> bool:
         # Landlock first: seccomp then forbids nothing the Landlock call still needs.
         files = self.apply_files()
-        return self.apply_calls() and files
+        return self.apply_calls() and bool(files)
 
 
 def confine(readable: Iterable[str]) -> bool:

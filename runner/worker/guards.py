@@ -407,7 +407,7 @@ class Guards:
                        updated=updated)
 
     def builtins_table(self) -> dict[str, Any]:
-        """Built once (in the zygote); each forked child gets its own copy-on-write copy."""
+        """Built once (in the worker); each forked child gets its own copy-on-write copy."""
         if self._builtins is None:
             self._builtins = make_builtins(self)
         return self._builtins

@@ -15,6 +15,9 @@ from . import wire
 from .observe import Observation, oom_kills
 
 TRUNCATION_MARKER = "\n[... output truncated ...]\n"
+# CPU time is read in clock ticks on some kernels: a SIGXCPU at the limit may read a
+# little under it.
+CPU_MEASURE_TOLERANCE = 0.95
 
 
 def _fail(status: str, type_: str, message: str, exit_code: int | None) -> dict[str, Any]:
@@ -37,7 +40,13 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
         return _fail("timeout", "Timeout",
                      f"wall-clock time limit of {timeout_s:g} s exceeded; the run was killed",
                      -signal.SIGKILL)
-    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and seen.cpu_ms >= cpu_s * 1000):
+    # SIGXCPU is the kernel's only when the run has used its CPU time (a run can send it
+    # to itself): otherwise it is a signal like any other.
+    cpu_reached = seen.cpu_ms >= cpu_s * 1000 * CPU_MEASURE_TOLERANCE
+    if seen.cpu_exceeded:
+        return _fail("timeout", "Timeout", f"CPU time limit of {cpu_s:g} s exceeded by the run's "
+                     "processes together; the run was killed", -signal.SIGKILL)
+    if signum in (signal.SIGXCPU, signal.SIGKILL) and cpu_reached:
         return _fail("timeout", "Timeout",
                      f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)
     if signum == signal.SIGKILL:
@@ -54,6 +63,16 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
                      f"the run was terminated by signal {_signal_name(signum)}", -signum)
     if seen.denial is not None:
         return _fail("denied", "Denied", seen.denial, 1)
+    if status is not None and os.WIFEXITED(status) and \
+            os.WEXITSTATUS(status) == wire.CHANNEL_REPLACED_EXIT:
+        return _fail("crashed", "Crash", "the run closed or replaced its result channel, so its "
+                     "outcome cannot be told (a run decides its output and return value, "
+                     "never its status)", None)
+    if seen.outcome is not None and (seen.trailing or seen.malformed):
+        what = seen.trailing or f"something unreadable ({seen.malformed})"
+        return _fail("crashed", "Crash", f"the run wrote on its result channel: {what} came after "
+                     "its report, so the report cannot be trusted (a run decides its output and "
+                     "return value, never its status)", None)
     if seen.outcome is None:
         exit_code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) \
             else None
@@ -136,6 +155,7 @@ def _with_output(judged: dict[str, Any], seen: Observation) -> dict[str, Any]:
         stdout_truncated=seen.stdout.truncated,
         stderr_truncated=seen.stderr.truncated,
         duration_ms=seen.duration_ms,
-        resources={"cpu_ms": seen.cpu_ms, "max_rss_kb": seen.max_rss_kb},
+        resources={"cpu_ms": seen.cpu_ms, "max_rss_kb": seen.max_rss_kb,
+                   **({wire.ISOLATION: seen.isolation} if seen.isolation else {})},
     )
     return judged

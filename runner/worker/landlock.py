@@ -59,7 +59,7 @@ def available() -> bool:
 
 
 class Ruleset:
-    """A ruleset built ahead of time (once, in the zygote: forked children inherit its fd);
+    """A ruleset built ahead of time (once, in the worker: forked children inherit its fd);
     `apply` restricts the calling process with it in one system call."""
 
     def __init__(self, fd: int) -> None:

@@ -61,13 +61,16 @@ class Observation:
     outcome: dict[str, Any] | None = None  # the child's report, if one arrived whole
     denial: str | None = None               # the first refusal the child announced
     malformed: str | None = None            # why the result channel could not be read
+    trailing: str | None = None             # what came on the result channel after the report
     timed_out: bool = False
+    cpu_exceeded: bool = False              # its processes together used up its CPU time
     exited: bool = False                    # the child is gone (its status is below)
     wait_status: int | None = None
     cpu_ms: int = 0
     max_rss_kb: int = 0
     duration_ms: int = 0
     oom_kills_before: int | None = None
+    isolation: dict[str, Any] | None = None  # what the child said confines it, when ready
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,9 +128,16 @@ def _stat_fields(pid: int) -> list[bytes] | None:
 
 
 def finished_running(pid: int) -> bool:
-    """The child runs no more user code: its only thread is stopped (a finished one-shot
-    child stops itself, to be killed) or has begun to exit (or it is a zombie). With
+    """The child runs no more user code: it has stopped (a child stops itself once its
+    report is written; the kernel reports the stop to us, its parent, only once every
+    thread has stopped), or its only thread has begun to exit (or it is a zombie). With
     several threads only the real exit counts."""
+    try:
+        stop = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    if stop is not None and stop.si_code == os.CLD_STOPPED:
+        return True
     fields = _stat_fields(pid)
     if fields is None:
         return True
@@ -137,8 +147,6 @@ def finished_running(pid: int) -> bool:
         return False
     if state in (b"Z", b"X"):
         return threads <= 1
-    if state == b"T":
-        return True  # a stop holds every thread of the process
     return threads == 1 and bool(flags & PF_EXITING)
 
 
@@ -155,6 +163,7 @@ class ChildPipes:
     reader: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_REPORT_BYTES))
     seq: int | None = None  # a session child: the number of the block being run
     ready: bool = False  # it said it is set up and waiting for its request
+    isolation: dict[str, Any] | None = None  # the layers it said were in place, when ready
 
     def close(self) -> None:
         for fd in (self.stdout, self.stderr, self.result, self.request):
@@ -244,13 +253,17 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             _wait(child, seen)
             break
         if not seen.exited and _reported(seen):
-            if not one_shot:
-                break
-            # Report in: done as soon as the child stops running (it stops itself) and its
-            # pipes are closed. Usage first: an exiting child soon releases its memory,
-            # and its figures.
+            # Report in: it counts once the child stops running (it stops itself; a
+            # session child is continued for its next block) and, one-shot, its pipes
+            # are closed. Usage first: an exiting child soon releases its memory, and its
+            # figures.
             peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
             if finished_running(child.pid):
+                if not one_shot:
+                    # Stopped: everything it wrote is in the pipes now.
+                    for fd in list(open_fds):
+                        _drain(fd, streams.get(fd), child, seen)
+                    break
                 if peak is None:
                     exiting = True  # its memory is gone already: wait for the exit
                 else:
@@ -302,8 +315,10 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                     _drain(fd, streams.get(fd), child, seen)
                 _wait(child, seen)
                 break
-    for fd in list(open_fds & streams.keys()):  # a block's output was flushed before its report
-        _drain(fd, streams[fd], child, seen)
+    for fd in list(open_fds):  # a block's output was flushed before its report
+        _drain(fd, streams.get(fd), child, seen)
+    if seen.outcome is not None and child.reader.pending and seen.trailing is None:
+        seen.trailing = "an unfinished frame"
     if one_shot and seen.exited and seen.wait_status is None:
         kill_group(child.pid)  # anything the run left in its process group
         _wait(child, seen)
@@ -312,9 +327,12 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     if not one_shot and not seen.exited:
         seen.cpu_ms = max(0, (cpu_ms_of(child.pid) or cpu_before) - cpu_before)
         seen.max_rss_kb = peak_rss_kb_of(child.pid) or 0
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGCONT)  # back to its read loop, for the next block
     elif not one_shot and seen.wait_status is not None:
         seen.cpu_ms = max(0, seen.cpu_ms - cpu_before)
     seen.duration_ms = int((time.monotonic() - started) * 1000)
+    seen.isolation = child.isolation
     return seen
 
 
@@ -323,10 +341,12 @@ def _reported(seen: Observation) -> bool:
 
 
 def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
-    """Refusals count wherever they appear. A one-shot child's report is the last one it
-    sends before it exits (the child writes its own only after user code has ended, so
-    a report forged earlier is replaced); a session block's is the first that carries
-    the block's sequence number."""
+    """Refusals count wherever they appear. A request's report is the one report the
+    child sends before it stops (one-shot) or goes back to its read loop (a session
+    block's, carrying the block's number; reports left over from earlier blocks are
+    ignored). Anything after it (a second report, another frame, an unfinished frame)
+    is kept in `trailing`: the run wrote on the result channel itself, and a run may
+    decide its output and return value, never its status."""
     if seen.malformed is not None:
         return
     child.reader.feed(chunk)
@@ -339,15 +359,24 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
         if frame is None:
             return
         kind = frame.get("kind")
-        if kind == wire.CHILD_READY:
+        if kind == wire.CHILD_READY and not child.ready:
             child.ready = True
+            isolation = frame.get(wire.ISOLATION)
+            if isinstance(isolation, dict):
+                child.isolation = {key: isolation[key] for key in wire.ISOLATION_FIELDS
+                                   if key in isolation}
         elif kind == wire.DENIED:
             if seen.denial is None:
                 message = frame.get("message")
                 seen.denial = message if isinstance(message, str) else "refused"
         elif kind == wire.REPORT and isinstance(frame.get("outcome"), dict):
-            if child.seq is None or (frame.get("seq") == child.seq and seen.outcome is None):
+            if child.seq is not None and frame.get(wire.SEQ) != child.seq:
+                if seen.outcome is not None:
+                    seen.trailing = seen.trailing or "a report for another block"
+            elif seen.outcome is None:
                 seen.outcome = frame["outcome"]
+            else:
+                seen.trailing = seen.trailing or "a second report"
         else:
             seen.malformed = "the child sent a frame that is neither a report nor a refusal"
             return

@@ -57,6 +57,12 @@ class PlainExecutor:
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """Nothing to do ahead: the container is the boundary."""
 
+    def isolation(self) -> dict[str, Any]:
+        """The container is the boundary (asked before the child becomes the sandbox user,
+        which it does when its request arrives)."""
+        return {"tier": "docker", "container": True, "seccomp": "allow-list", "policy": False,
+                "audit_hook": False, "unprivileged": True}
+
     def new_namespace(self) -> dict[str, Any]:
         return {"__name__": "__main__", "__builtins__": builtins}
 

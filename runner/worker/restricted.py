@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import operator
 import os
@@ -26,7 +27,7 @@ from typing import Any
 
 from RestrictedPython import compile as restricted_compile
 
-from . import audit
+from . import audit, privileges
 from . import guards as guard_module
 from .child import RESULT_FD, ChildConfig, Reporter, set_parent_death_signal
 from .confine import Confinement
@@ -41,6 +42,7 @@ from .guards import (
     compile_user_code,
     make_globals,
 )
+from .jail import NAMESPACE_NAMES
 
 # Real builtins and helpers that must never reach user code through some library attribute.
 _DANGEROUS_OBJECTS = (
@@ -69,40 +71,53 @@ class RestrictedExecutor:
         self.layers = layers
         self.guarded = layers == "full"
         self.preloaded: list[str] = []
-        self._confined = False
         self._confinement: Confinement | None = None
         self._hook: Callable[[str, tuple[Any, ...]], None] | None = None
-        self.kernel_confined = False
+        self.landlock_abi = 0
+        self.seccomp = False
+        self.unprivileged = False
 
     def preload(self) -> list[str]:
-        """Import the allowed modules once, in the parent, and close sympy's eval paths."""
+        """Import the allowed modules once, in the worker, and close sympy's eval paths.
+        (Inside the jail's namespaces, before its view is sealed: the host's tree is
+        still there to import from.)"""
         for name in self.policy.allowed:
             try:
                 importlib.import_module(name)
             except ImportError:
                 continue
             self.preloaded.append(name)
+        # What C code of the allowed modules imports lazily: loaded here, it needs no
+        # file once the view is sealed.
+        for name in audit.LAZY_IMPORTS:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
         if "sympy" in self.preloaded:
             from .sympy_hardening import harden_sympy
 
             harden_sympy(self.guards)
             self._warm_sympy()
+        return self.preloaded
+
+    def prepare_children(self, readable: tuple[str, ...]) -> None:
+        """Once the view is sealed: what every child inherits, built once here (the compile
+        sites, the Landlock ruleset over `readable`, the seccomp template, the audit hook,
+        the guarded builtins)."""
         audit.SITES.trust(run_request)
         audit.SITES.allow_through(
             RestrictedExecutor._compile, compile_user_code,
             restricted_compile.compile_restricted_exec,
             restricted_compile.compile_restricted_eval,
             restricted_compile._compile_restricted_mode)
-        audit.prepare()
-        self._confinement = Confinement(audit.readable_roots())  # once, for every child
+        audit.prepare(readable)
+        self._confinement = Confinement(readable)
         if self.layers != "kernel":
             self._hook = audit.build(
-                report_fd=RESULT_FD, readable=audit.readable_roots(),
+                report_fd=RESULT_FD, readable=readable,
                 importable=tuple(self.policy.exact) + self.policy.prefixes,
                 importable_prefixes=self.policy.prefixes,
                 refused_parts=REFUSED_MODULES + REFUSED_PARTS, refusal=Denied)
         self.guards.builtins_table()  # built once here, shared copy-on-write by children
-        return self.preloaded
 
     def _warm_sympy(self) -> None:
         """Fill sympy's caches and lazy imports once, so children do not pay for them."""
@@ -146,19 +161,27 @@ class RestrictedExecutor:
     confined_before_request = True
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
-        """In the child, before its request: the parent-death signal, the files
-        (Landlock), the guards' way to announce refusals, the system calls (seccomp) and
-        the audit hook (built in the worker: nothing of it is made where user code runs).
-        The worker's own processes never execute requests, so they are never confined."""
+        """In the child, before its request (it already gave up every privilege): the
+        parent-death signal, the files (Landlock), the guards' way to announce refusals,
+        the system calls (seccomp) and the audit hook (built in the worker: nothing of
+        it is made where user code runs). The worker's own processes never execute
+        requests, so they are never confined."""
         set_parent_death_signal(config)
         os.chdir("/")  # no working directory: the code cannot touch files
         confinement = self._confinement or Confinement(audit.readable_roots())
-        files = confinement.apply_files()
+        self.unprivileged = privileges.unprivileged()  # while prctl may still be asked
+        self.landlock_abi = confinement.apply_files()
         guard_module.set_announcer(reporter.denied)
-        self.kernel_confined = confinement.apply_calls() and files
+        self.seccomp = confinement.apply_calls()
         if self._hook is not None:
             sys.addaudithook(self._hook)
-        self._confined = True
+
+    def isolation(self) -> dict[str, Any]:
+        """The layers confining this child (asked once it is set up, before its request)."""
+        return {"tier": "restricted", "namespaces": list(NAMESPACE_NAMES),
+                "unprivileged": self.unprivileged, "landlock_abi": self.landlock_abi,
+                "seccomp": "allow-list" if self.seccomp else None, "policy": self.guarded,
+                "audit_hook": self._hook is not None}
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]:

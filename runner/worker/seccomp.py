@@ -1,15 +1,15 @@
-"""A seccomp filter for the restricted tier's child: the system calls Landlock leaves open.
+"""The restricted child's seccomp filter: an allow list, default deny.
 
-Landlock confines files, TCP and (on new kernels) signals. It does not stop a process
-from creating sockets of other kinds (a Unix socket to the Docker daemon, UDP, raw),
-starting processes, executing code from memory, or using privileges it has when the
-worker runs as root. This filter refuses those calls outright (EPERM), so code holding
-the real builtins still cannot: create any socket, create a process (threads are fine),
-execute anything, signal or trace anything but itself, leave its process group, change
-its own limits, or touch kernel state (mounts, modules, hostname, time, keys, BPF).
+The filter is compiled from syscalls.RESTRICTED_CHILD (the table, with a reason per
+group) and nothing else. A call the table allows passes (some only with the arguments
+its row's check accepts); every other call is refused: EPERM for a call this project
+knows, ENOSYS for a number it does not know, so a system call Linux adds later is
+refused by construction. A call made through another ABI (i386's int 0x80, x32) kills
+the process: its numbers mean other calls.
 
-Built by hand as classic BPF with ctypes (stdlib only). x86_64 only for now; elsewhere
-`build` returns None and the other layers remain.
+Built once in the worker as classic BPF (stdlib only, ctypes), installed by each child
+in one prctl. x86_64 only for now; elsewhere `build` returns None and the namespaces,
+Landlock and the limits remain.
 """
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ import os
 import platform
 import struct
 
+from . import syscalls
+from .syscalls import Group
+
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
-_CLONE_THREAD = 0x00010000
 
-_RET_ALLOW = 0x7FFF0000
-_RET_KILL_PROCESS = 0x80000000
-_RET_EPERM = 0x00050000 | 1
-_RET_ENOSYS = 0x00050000 | 38
+RET_ALLOW = 0x7FFF0000
+RET_KILL_PROCESS = 0x80000000
+RET_EPERM = 0x00050000 | 1
+RET_ENOSYS = 0x00050000 | 38
 
 _LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -38,91 +40,96 @@ _JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 
 _NR, _ARCH = 0, 4
+# The first number past the x86_64 calls below 424, and past the last known call.
+_FIRST_GAP, _GAP_END = syscalls.X86_64["uretprobe"] + 1, syscalls.X86_64["pidfd_send_signal"]
 
 
 def _arg(index: int, high: bool = False) -> int:
     return 16 + 8 * index + (4 if high else 0)  # little endian: low word first
 
 
-# x86_64 numbers of calls refused outright.
-_DENIED_X86_64 = {
-    41: "socket", 53: "socketpair", 57: "fork", 58: "vfork", 59: "execve", 322: "execveat",
-    319: "memfd_create", 112: "setsid", 109: "setpgid", 101: "ptrace",
-    310: "process_vm_readv", 311: "process_vm_writev", 438: "pidfd_getfd",
-    424: "pidfd_send_signal", 272: "unshare", 308: "setns", 165: "mount", 166: "umount2",
-    155: "pivot_root", 161: "chroot", 169: "reboot", 170: "sethostname", 171: "setdomainname",
-    175: "init_module", 313: "finit_module", 176: "delete_module", 246: "kexec_load",
-    320: "kexec_file_load", 321: "bpf", 298: "perf_event_open", 323: "userfaultfd",
-    250: "keyctl", 248: "add_key", 249: "request_key", 163: "acct", 167: "swapon",
-    168: "swapoff", 164: "settimeofday", 227: "clock_settime", 159: "adjtimex", 172: "iopl",
-    173: "ioperm", 105: "setuid", 106: "setgid", 113: "setreuid", 114: "setregid",
-    117: "setresuid", 119: "setresgid", 116: "setgroups", 126: "capset", 135: "personality",
-    179: "quotactl", 133: "mknod", 259: "mknodat", 303: "name_to_handle_at",
-    304: "open_by_handle_at", 300: "fanotify_init", 425: "io_uring_setup",
-    426: "io_uring_enter", 427: "io_uring_register", 428: "open_tree", 429: "move_mount",
-    430: "fsopen", 431: "fsconfig", 432: "fsmount", 433: "fspick", 442: "mount_setattr",
-    160: "setrlimit", 154: "modify_ldt",
-    # Calls that reach other processes of the same user (or any, as root): priorities,
-    # scheduling, memory placement, comparing their kernel objects, reading the kernel log.
-    141: "setpriority", 251: "ioprio_set", 203: "sched_setaffinity", 144: "sched_setscheduler",
-    142: "sched_setparam", 314: "sched_setattr", 256: "migrate_pages", 279: "move_pages",
-    312: "kcmp", 440: "process_madvise", 448: "process_mrelease", 103: "syslog",
-    122: "setfsuid", 123: "setfsgid", 305: "clock_adjtime", 153: "vhangup", 134: "uselib",
-    212: "lookup_dcookie", 443: "quotactl_fd", 447: "memfd_secret", 301: "fanotify_mark",
-    # System V and POSIX IPC: objects that outlive the run, shared host-wide.
-    29: "shmget", 30: "shmat", 31: "shmctl", 67: "shmdt", 64: "semget", 65: "semop",
-    66: "semctl", 220: "semtimedop", 68: "msgget", 69: "msgsnd", 70: "msgrcv", 71: "msgctl",
-    240: "mq_open", 241: "mq_unlink", 242: "mq_timedsend", 243: "mq_timedreceive",
-    244: "mq_notify", 245: "mq_getsetattr",
-    # Metadata changes Landlock does not cover (as root they would reach any file).
-    90: "chmod", 91: "fchmod", 268: "fchmodat", 452: "fchmodat2", 92: "chown", 93: "fchown",
-    94: "lchown", 260: "fchownat", 188: "setxattr", 189: "lsetxattr", 190: "fsetxattr",
-    197: "removexattr", 198: "lremovexattr", 199: "fremovexattr", 132: "utime",
-    235: "utimes", 261: "futimesat", 280: "utimensat",
-}
-_CLONE, _CLONE3, _PRLIMIT64 = 56, 435, 302
-_KILL_LIKE = (62, 129)  # kill, rt_sigqueueinfo: (pid, ...)
-_TGKILL_LIKE = (234, 297, 200)  # tgkill, rt_tgsigqueueinfo (tgid, ...), tkill (tid, ...)
-
-
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def _program(own_pid: int, negative_group: int) -> bytes:
+def _one_of(arg: int, values: tuple[int, ...]) -> list[bytes]:
+    """Allow when argument `arg` (all 64 bits) is one of `values`, else EPERM."""
+    out = [_insn(_LD_ABS_W, _arg(arg, high=True)), _insn(_JEQ, 0, jt=1, jf=0),
+           _insn(_RET, RET_EPERM), _insn(_LD_ABS_W, _arg(arg))]
+    for index, value in enumerate(values):
+        remaining = len(values) - index - 1
+        out.append(_insn(_JEQ, value, jt=remaining + 1, jf=0))
+    out += [_insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
+    return out
+
+
+def _self_only(first_is_pid_or_zero: bool) -> list[bytes]:
+    """kill(pid, ...) to its own pid, 0 (its group) or -pid; tgkill/tkill to its own id.
+    The child is its group's and session's only process (it made both), and its pid
+    is written into the template when it installs the filter."""
+    if not first_is_pid_or_zero:
+        return [_insn(_LD_ABS_W, _arg(0)), _insn(_JEQ, _PID_MARK, jt=1, jf=0),
+                _insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
+    return [_insn(_LD_ABS_W, _arg(0)), _insn(_JEQ, _PID_MARK, jt=3, jf=0),
+            _insn(_JEQ, 0, jt=2, jf=0), _insn(_JEQ, _GROUP_MARK, jt=1, jf=0),
+            _insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
+
+
+def _checked(name: str, check: str) -> list[bytes]:
+    """The instructions after a match on `name`'s number; every path returns."""
+    if check == syscalls.NOT_IMPLEMENTED:
+        return [_insn(_RET, RET_ENOSYS)]
+    if check == syscalls.SELF_ONLY:
+        return _self_only(name == "kill")
+    if check == syscalls.THREADS_ONLY:
+        return [_insn(_LD_ABS_W, _arg(0)),
+                _insn(_JSET, syscalls.CLONE_NAMESPACES, jt=2, jf=0),
+                _insn(_JSET, syscalls.CLONE_THREAD, jt=0, jf=1),
+                _insn(_RET, RET_ALLOW), _insn(_RET, RET_EPERM)]
+    if check == syscalls.READ_LIMITS:
+        # prlimit64(pid, resource, new, old): pid 0 or its own, and no new limit.
+        return [_insn(_LD_ABS_W, _arg(0, high=True)), _insn(_JEQ, 0, jt=1, jf=0),
+                _insn(_RET, RET_EPERM), _insn(_LD_ABS_W, _arg(0)),
+                _insn(_JEQ, 0, jt=2, jf=0), _insn(_JEQ, _PID_MARK, jt=1, jf=0),
+                _insn(_RET, RET_EPERM),
+                _insn(_LD_ABS_W, _arg(2)), _insn(_JEQ, 0, jt=0, jf=2),
+                _insn(_LD_ABS_W, _arg(2, high=True)), _insn(_JEQ, 0, jt=1, jf=0),
+                _insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
+    if check == syscalls.TERMINAL_QUERY:
+        return _one_of(1, (syscalls.TCGETS, syscalls.FIOCLEX, syscalls.FIONCLEX))
+    if check == syscalls.DESCRIPTOR_FLAGS:
+        return _one_of(1, (syscalls.F_DUPFD, syscalls.F_GETFD, syscalls.F_SETFD,
+                           syscalls.F_GETFL, syscalls.F_SETFL, syscalls.F_DUPFD_CLOEXEC))
+    raise ValueError(f"unknown argument check {check!r}")
+
+
+def program(groups: tuple[Group, ...] = syscalls.RESTRICTED_CHILD) -> bytes:
+    """The filter for `groups`, with placeholders for the installing process's pid."""
     out = [
         _insn(_LD_ABS_W, _ARCH),
         _insn(_JEQ, _AUDIT_ARCH_X86_64, jt=1, jf=0),
-        _insn(_RET, _RET_KILL_PROCESS),  # i386 or another ABI: different numbers, refuse
+        _insn(_RET, RET_KILL_PROCESS),  # i386 or another ABI: different numbers
         _insn(_LD_ABS_W, _NR),
         _insn(_JGE, _X32_SYSCALL_BIT, jt=0, jf=1),
-        _insn(_RET, _RET_KILL_PROCESS),
+        _insn(_RET, RET_KILL_PROCESS),  # x32
     ]
-    for number in sorted(_DENIED_X86_64):
-        out += [_insn(_JEQ, number, jt=0, jf=1), _insn(_RET, _RET_EPERM)]
-    # clone3: "not implemented", so the C library falls back to clone, checked below.
-    out += [_insn(_JEQ, _CLONE3, jt=0, jf=1), _insn(_RET, _RET_ENOSYS)]
-    # clone: threads only.
-    out += [_insn(_JEQ, _CLONE, jt=0, jf=4), _insn(_LD_ABS_W, _arg(0)),
-            _insn(_JSET, _CLONE_THREAD, jt=0, jf=1), _insn(_RET, _RET_ALLOW),
-            _insn(_RET, _RET_EPERM)]
-    # prlimit64: reading limits is fine, setting them is not.
-    out += [_insn(_JEQ, _PRLIMIT64, jt=0, jf=6), _insn(_LD_ABS_W, _arg(2)),
-            _insn(_JEQ, 0, jt=0, jf=3), _insn(_LD_ABS_W, _arg(2, high=True)),
-            _insn(_JEQ, 0, jt=0, jf=1), _insn(_RET, _RET_ALLOW), _insn(_RET, _RET_EPERM)]
-    # Signals: only to itself (its pid, or its own process group).
-    for number in _KILL_LIKE:
-        out += [_insn(_JEQ, number, jt=0, jf=6), _insn(_LD_ABS_W, _arg(0)),
-                _insn(_JEQ, own_pid, jt=3, jf=0), _insn(_JEQ, 0, jt=2, jf=0),
-                _insn(_JEQ, negative_group, jt=1, jf=0), _insn(_RET, _RET_EPERM),
-                _insn(_RET, _RET_ALLOW)]
-    for number in _TGKILL_LIKE:
-        out += [_insn(_JEQ, number, jt=0, jf=4), _insn(_LD_ABS_W, _arg(0)),
-                _insn(_JEQ, own_pid, jt=1, jf=0), _insn(_RET, _RET_EPERM),
-                _insn(_RET, _RET_ALLOW)]
-    # The reload of the number is not needed above: every special block returns. Anything
-    # else is allowed.
-    out.append(_insn(_RET, _RET_ALLOW))
+    plain: list[int] = []
+    for group in groups:
+        for name in group.calls:
+            number = syscalls.X86_64[name]
+            if group.check is None:
+                plain.append(number)
+                continue
+            body = _checked(name, group.check)
+            out += [_insn(_JEQ, number, jt=0, jf=len(body)), *body]
+    for number in plain:
+        out += [_insn(_JEQ, number, jt=0, jf=1), _insn(_RET, RET_ALLOW)]
+    # Everything else: unknown numbers (past the table, or in its gap) are ENOSYS, known
+    # ones EPERM.
+    out += [_insn(_JGE, syscalls.HIGHEST_KNOWN + 1, jt=0, jf=1), _insn(_RET, RET_ENOSYS),
+            _insn(_JGE, _GAP_END, jt=0, jf=1), _insn(_RET, RET_EPERM),
+            _insn(_JGE, _FIRST_GAP, jt=0, jf=1), _insn(_RET, RET_ENOSYS),
+            _insn(_RET, RET_EPERM)]
     return b"".join(out)
 
 
@@ -139,11 +146,11 @@ _GROUP_MARK = 0x24681357
 
 
 class Filter:
-    """The filter as a template built once (in the zygote); `apply` fills in the calling
+    """The filter as a template built once (in the worker); `apply` fills in the calling
     process's pid and installs it in one system call."""
 
-    def __init__(self) -> None:
-        template = _program(_PID_MARK, _GROUP_MARK)
+    def __init__(self, groups: tuple[Group, ...] = syscalls.RESTRICTED_CHILD) -> None:
+        template = program(groups)
         # The program's buffer and header are made here, once: a child only writes its own
         # pid into the marked places (copy-on-write gives it its own copy of the buffer).
         self._buffer = ctypes.create_string_buffer(template, len(template))

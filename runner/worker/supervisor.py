@@ -155,7 +155,8 @@ class Supervisor:
         request = _child_request(message)
         seen = watch(self.session, request, one_shot=False, check_oom=self.config.container)
         result = judge(seen, request["limits"])
-        if seen.exited or seen.timed_out:
+        if seen.exited or seen.timed_out or seen.malformed or seen.trailing:
+            # Its result channel can no longer be read frame by frame either.
             self._end_session()
             if result.get("error"):
                 result["error"]["message"] += SESSION_LOST

@@ -9,7 +9,7 @@ they evaluate: the generated source is compiled with the sandbox's RestrictedPyt
 policy and runs with the sandbox's builtins and guards. `sympify("sqrt(8)")` keeps
 working; `sympify("__import__('os')")` is refused.
 
-Applied once in the zygote, before any fork, so every child inherits it.
+Applied once in the worker, before any fork, so every child inherits it.
 """
 
 from __future__ import annotations

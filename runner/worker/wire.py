@@ -48,7 +48,11 @@ SESSION_STARTED = "session_started"
 # A session block's number, sent by the supervisor with the block and echoed in its
 # report, so that a report left over from an earlier block is never taken for this one.
 SEQ = "seq"
-RESOURCE_FIELDS = ("cpu_ms", "max_rss_kb")
+RESOURCE_FIELDS = ("cpu_ms", "max_rss_kb", "isolation")
+# What `resources.isolation` may say (runner.types.Isolation): the layers in place.
+ISOLATION = "isolation"
+ISOLATION_FIELDS = ("tier", "namespaces", "unprivileged", "landlock_abi", "seccomp", "policy",
+                    "audit_hook", "container")
 ERROR_FIELDS = ("type", "message", "traceback")
 
 # -- child -> supervisor -----------------------------------------------------------------
@@ -58,6 +62,10 @@ REPORT = "report"
 # What a child may say about how its request ended; everything else (timeout, memory,
 # crash, output, timings) is what the supervisor observed itself.
 OUTCOME_KINDS = frozenset({"ok", "error", "exit", "denied", "internal"})
+
+# How a child ends when its result channel was closed or replaced by the code it ran: it
+# cannot report, and its status must not be what an earlier (forged) report said.
+CHANNEL_REPLACED_EXIT = 71
 
 # The largest report a child may send (its return value and error included).
 MAX_REPORT_BYTES = 32 * 1024 * 1024

@@ -1,0 +1,385 @@
+"""The restricted tier's jail: namespaces and a read-only view, set up once per worker.
+
+A restricted worker puts itself in new user, mount, PID, IPC, network, UTS and cgroup
+namespaces before anything else, in the manner of bubblewrap or nsjail, so that a run
+that escapes the policy (and disarms the audit hook) still reaches nothing of the host:
+
+- `enter`, in the worker's first process: unshare, have a helper outside write the user
+  namespace's id maps, then fork the jail's first process (pid 1 of the new PID
+  namespace), which carries on as the worker; the first process stays outside and only
+  waits for it. When pid 1 ends, the kernel ends every process of the jail.
+- `seal`, in pid 1 once the allowed libraries are imported: a fresh tmpfs becomes the
+  root, holding exactly the Python installation and the packages the worker loaded
+  (bound read-only at the paths Python knows them by), /dev/null, zero, full, random
+  and urandom, a /proc of the new PID namespace (pids only), and an empty /tmp that
+  only the worker can write. The host's tree is then detached: `stat` of a host path
+  finds nothing, and no run can leave a file for another.
+
+Ids: inside, the worker is root of its namespace and children run as SANDBOX_UID. When
+the caller is root, that id is the host's `nobody` (65534) and the worker stays uid 0
+(it needs to read the Python installation wherever it is); an ordinary caller maps its
+own id (a user namespace it may create unprivileged) and runs children as itself. Each
+child then makes a user namespace of its own and drops every capability (privileges.py).
+
+Why our own code rather than a tool such as bubblewrap launching the worker: the jail
+must map a root caller's children to an unprivileged host id (bubblewrap maps the sandbox
+user to the caller, so a root caller's children would be host root, for whom
+RLIMIT_NPROC never binds); the fork-per-run design needs the worker itself inside the
+namespaces; and a pip-installed package cannot count on a system tool being there.
+Stdlib only (ctypes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import platform
+import signal
+import sys
+import sysconfig
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+NAMESPACES = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
+              | CLONE_NEWUTS | CLONE_NEWCGROUP)
+NAMESPACE_NAMES = ("user", "mnt", "pid", "ipc", "net", "uts", "cgroup")
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+MNT_DETACH = 2
+PR_SET_PDEATHSIG = 1
+
+# Who runs user code, inside the jail's user namespace; and, for a root caller, the host id
+# that stands for it (nobody).
+SANDBOX_UID = SANDBOX_GID = 1000
+HOST_NOBODY = 65534
+HOSTNAME = b"sandbox"
+NEW_ROOT = "/tmp"  # where the new root is assembled, in the jail's own mount namespace
+DEVICES = ("null", "zero", "full", "random", "urandom")
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                        ctypes.c_void_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+
+class JailError(Exception):
+    """The jail could not be set up; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How the caller's ids map into the jail: who the worker and its children are."""
+
+    privileged: bool        # the caller is root: children become host `nobody`
+    uid_map: str
+    gid_map: str
+
+    @classmethod
+    def of_caller(cls) -> Identity:
+        uid, gid = os.geteuid(), os.getegid()
+        if uid == 0:
+            return cls(True, f"0 0 1\n{SANDBOX_UID} {HOST_NOBODY} 1\n",
+                       f"0 {gid} 1\n{SANDBOX_GID} {HOST_NOBODY} 1\n")
+        return cls(False, f"{SANDBOX_UID} {uid} 1\n", f"{SANDBOX_GID} {gid} 1\n")
+
+
+def _fail(what: str) -> JailError:
+    code = ctypes.get_errno()
+    reason = os.strerror(code) if code else "unknown error"
+    hint = ""
+    if what.startswith("unshare") and code in (errno.EPERM, errno.ENOSPC, errno.EINVAL):
+        hint = (" The restricted backend needs Linux user namespaces: enable them "
+                "(sysctl user.max_user_namespaces=10000; on Debian/Ubuntu also "
+                "kernel.unprivileged_userns_clone=1 or the AppArmor userns rule), run "
+                "outside a container that forbids them, or use the docker backend "
+                "(--backend docker).")
+    return JailError(f"{what} failed: {reason}.{hint}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _map_ids(pid: int, identity: Identity) -> None:
+    """Written from outside the new user namespace (only a process with privilege in the
+    parent namespace may map more than its own id)."""
+    if not identity.privileged:
+        _write(f"/proc/{pid}/setgroups", "deny")  # required before an unprivileged gid map
+    _write(f"/proc/{pid}/uid_map", identity.uid_map)
+    _write(f"/proc/{pid}/gid_map", identity.gid_map)
+
+
+def _unshare_with_ids(identity: Identity) -> None:
+    """unshare every namespace; a helper forked beforehand writes the id maps."""
+    me = os.getpid()
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:  # pragma: no cover - a short-lived helper process
+        code = 1
+        try:
+            os.close(go_w)
+            os.close(done_r)
+            if os.read(go_r, 1) == b"1":
+                _map_ids(me, identity)
+                os.write(done_w, b"ok")
+                code = 0
+        except BaseException as exc:
+            with contextlib.suppress(BaseException):
+                os.write(done_w, f"writing the id maps failed: {exc}".encode()[:500])
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    os.close(done_w)
+    failure: JailError | None = None
+    if _libc.unshare(NAMESPACES) != 0:
+        failure = _fail("unshare(user, mount, pid, ipc, net, uts, cgroup namespaces)")
+    os.write(go_w, b"0" if failure else b"1")
+    os.close(go_w)
+    answer = os.read(done_r, 600)
+    os.close(done_r)
+    os.waitpid(helper, 0)
+    if failure is not None:
+        raise failure
+    if answer != b"ok":
+        raise JailError(answer.decode(errors="replace") or "the id-map helper failed")
+
+
+def enter() -> None:
+    """Put this (single-threaded) process's work into a new jail. Returns in the jail's
+    pid 1; the calling process stays outside, waits for it, and exits with its status."""
+    if platform.system() != "Linux":
+        raise JailError("the restricted backend's jail needs Linux namespaces; use the docker "
+                        "backend on other systems")
+    _unshare_with_ids(Identity.of_caller())
+    try:
+        inside = os.fork()
+    except OSError as exc:
+        raise JailError(f"could not start the jail's first process: {exc}") from None
+    if inside == 0:
+        # Never outlive the process the host started (and waits for).
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if _libc.sethostname(HOSTNAME, len(HOSTNAME)) != 0:
+            raise _fail("sethostname")
+        # Nothing mounted from now on propagates back to the host.
+        if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            raise _fail("making the mounts private")
+        return
+    _wait_outside(inside)
+
+
+def _wait_outside(inside: int) -> None:
+    """The host's process: hold nothing of the protocol (pid 1 has the pipes), wait."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    os.closerange(3, 1 << 16)
+    while True:
+        try:
+            _, status = os.waitpid(inside, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the jail's filesystem shows: `roots` bound read-only at their own paths,
+    `masks` (directories inside a root) replaced by an empty directory first."""
+
+    roots: tuple[str, ...]
+    masks: tuple[str, ...] = ()
+
+    @classmethod
+    def of_python(cls, extra: Iterable[str] = ()) -> View:
+        """The standard library, the top-level package (or module file) of every module
+        this process has loaded, time zone data, and `extra`. The standard library's own
+        site-packages is masked: packages come only from what was loaded."""
+        stdlib = {os.path.normpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
+        paths: set[str] = set(stdlib) | {"/usr/share/zoneinfo", "/etc/localtime"}
+        paths.update(os.path.normpath(path) for path in extra)
+        for name, module in list(sys.modules.items()):
+            if "." in name or module is None:
+                continue
+            locations = list(getattr(module, "__path__", None) or [])
+            file = getattr(module, "__file__", None)
+            if not locations and isinstance(file, str):
+                locations = [file]
+            for location in locations:
+                if isinstance(location, str) and os.path.isabs(location):
+                    paths.add(os.path.normpath(location))
+        paths = {path for path in paths if os.path.exists(path)}
+        masks = {os.path.join(root, sub) for root in stdlib for sub in ("site-packages",
+                                                                       "dist-packages")}
+        masks = {mask for mask in masks if os.path.isdir(mask) and mask not in paths}
+        return cls(tuple(sorted(paths)), tuple(sorted(masks)))
+
+    def readable(self) -> tuple[str, ...]:
+        """The roots as Landlock and the audit hook see them."""
+        return self.roots
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int,
+           data: bytes | None = None) -> None:
+    if _libc.mount(source, target.encode(), fstype, flags, data) != 0:
+        raise _fail(f"mounting {target}")
+
+
+def _locked_flags(path: str) -> int:
+    """The flags of the mount under `path` that a remount in a user namespace must keep."""
+    flags = os.statvfs(path).f_flag
+    kept = 0
+    for st_flag, ms_flag in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+                             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                             (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)):
+        if flags & st_flag:
+            kept |= ms_flag
+    return kept
+
+
+def _make_target(target: str, is_dir: bool) -> None:
+    if is_dir:
+        os.makedirs(target, mode=0o755, exist_ok=True)
+        return
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    if not os.path.exists(target):
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def _bind_read_only(fd: int, source: str, target: str) -> None:
+    """Bind what `fd` opened at `target`, then make that mount read-only, no setuid, no
+    devices (plus whatever flags the source mount has locked)."""
+    try:
+        _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND)
+    except JailError:
+        # A directory holding mounts of its own can only be bound with them.
+        _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND | MS_REC)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | _locked_flags(source)
+    _mount(None, target, None, flags)
+    for sub in _mounts_below(target):
+        _mount(None, sub, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+               | _locked_flags(sub))
+
+
+def _mounts_below(target: str) -> list[str]:
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+        for line in info:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape") if len(fields) > 4 else ""
+            if point != target and _inside(point, target):
+                found.append(point)
+    return found
+
+
+def seal(view: View) -> None:
+    """In the jail's pid 1: assemble the view on a fresh tmpfs and make it the root."""
+    sources = {}
+    for path in view.roots:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    devices = {name: os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC) for name in DEVICES
+               if os.path.exists(f"/dev/{name}")}
+    try:
+        _mount(b"tmpfs", NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=4m")
+        operations = sorted([(path, "bind") for path in sources]
+                            + [(mask, "mask") for mask in view.masks])
+        bound: list[str] = []
+        masked: list[str] = []
+        for path, kind in operations:
+            target = NEW_ROOT + path
+            # The deepest mount already made above this path decides: a bound root shows
+            # it already; a mask (or nothing) needs it made.
+            above = max((entry for entry in (*bound, *masked) if _inside(path, entry)),
+                        key=len, default=None)
+            shown = above is not None and above in bound
+            if kind == "mask":
+                if shown:
+                    # Writable until every mount point in it is made; read-only below.
+                    _mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV,
+                           b"mode=0755,size=64k")
+                    masked.append(path)
+                continue
+            if shown:
+                continue
+            is_dir = os.path.isdir(f"/proc/self/fd/{sources[path]}")
+            _make_target(target, is_dir)
+            _bind_read_only(sources[path], path, target)
+            bound.append(path)
+        for mask in masked:
+            _mount(None, NEW_ROOT + mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        _make_devices(devices)
+        os.makedirs(NEW_ROOT + "/proc", mode=0o555, exist_ok=True)
+        _mount_proc(NEW_ROOT + "/proc")
+        os.makedirs(NEW_ROOT + "/tmp", mode=0o755, exist_ok=True)
+        _mount(b"tmpfs", NEW_ROOT + "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
+               b"mode=0755,size=16m")
+        _mount(None, NEW_ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        _pivot(NEW_ROOT)
+    finally:
+        for fd in (*sources.values(), *devices.values()):
+            os.close(fd)
+
+
+def _make_devices(devices: dict[str, int]) -> None:
+    os.makedirs(NEW_ROOT + "/dev", mode=0o755, exist_ok=True)
+    _mount(b"tmpfs", NEW_ROOT + "/dev", b"tmpfs", MS_NOSUID | MS_NOEXEC, b"mode=0755,size=4k")
+    for name, fd in devices.items():
+        target = f"{NEW_ROOT}/dev/{name}"
+        _make_target(target, False)
+        _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND)
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC
+               | _locked_flags(f"/dev/{name}"))
+    _mount(None, NEW_ROOT + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+
+
+def _mount_proc(target: str) -> None:
+    """A /proc of the jail's PID namespace, showing process directories only. When the
+    worker is root inside (the caller was root), children see only their own processes;
+    the worker (gid 0) sees them all."""
+    options = [b"subset=pid"]
+    if os.getuid() == 0:
+        options.insert(0, b"hidepid=invisible,gid=0")
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for count in range(len(options), -1, -1):  # older kernels know fewer options
+        data = b",".join(options[:count]) or None
+        if _libc.mount(b"proc", target.encode(), b"proc", flags, data) == 0:
+            return
+    raise _fail("mounting /proc for the jail's PID namespace")
+
+
+def _pivot(new_root: str) -> None:
+    if _PIVOT_ROOT is None:
+        raise JailError(f"pivot_root is not known on {platform.machine()}")
+    os.chdir(new_root)
+    libc_syscall = _libc.syscall
+    libc_syscall.restype = ctypes.c_long
+    if libc_syscall(_PIVOT_ROOT, b".", b".") != 0:
+        raise _fail("pivot_root")
+    # The old root is stacked under the new one: detach it, and the host's tree is gone.
+    if _libc.umount2(b".", MNT_DETACH) != 0:
+        raise _fail("detaching the host's root")
+    os.chdir("/")
