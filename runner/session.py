@@ -2,8 +2,10 @@
 conversation needs.
 
 A session keeps one child process alive between blocks, so variables, imports and
-functions defined in one block are there in the next. Every block gets the same
-per-block limits, and the session as a whole has a time budget. A block that is killed
+functions defined in one block are there in the next. The session's memory, process,
+open-file and file-size limits hold for all its blocks (set when it opens); each block
+has its own time and CPU limits, and the session as a whole has a time budget. Between
+blocks the session's process is stopped: nothing it started runs on. A block that is killed
 (timeout, memory) ends the child; the next block starts a fresh one, and its result
 says so in `meta` of the log and in `Session.restarts`.
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .api_checks import build_request, code_argument, limits_argument, meta_argument
 from .budget import TimeBudget
-from .errors import SandboxClosedError
+from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id
 from .types import ErrorInfo, ExecutionResult, Limits, Status
 
@@ -64,6 +66,7 @@ class Session:
         if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
         limits = limits_argument(limits, self.limits)
+        _check_session_limits(limits, self.limits)
         request = build_request(code=code_argument(code), limits=limits, packages=self.packages)
         block_meta = {"session": self.id, "block": self.blocks, **(meta_argument(meta) or {})}
         run_id = execution_id or new_id()
@@ -111,6 +114,25 @@ class Session:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+# What a session's process holds for all its blocks: set when it starts, the same for every
+# block (a later block could not get more than the first: raising a hard limit needs a
+# privilege the sandbox never has). A block's time and CPU limits are its own.
+SESSION_WIDE_LIMITS = ("memory_mb", "max_processes", "max_open_files", "max_file_size_mb")
+
+
+def _check_session_limits(block: Limits, session: Limits) -> None:
+    different = {name: getattr(block, name) for name in SESSION_WIDE_LIMITS
+                 if getattr(block, name) != getattr(session, name)}
+    if different:
+        asked = ", ".join(f"{name}={value}" for name, value in different.items())
+        held = ", ".join(f"{name}={getattr(session, name)}" for name in different)
+        raise ConfigurationError(
+            f"a session's memory, process, open-file and file-size limits are the ones it was "
+            f"opened with ({held}); this block asked for {asked}",
+            fix=f"open the session with those limits: sandbox.session(limits=Limits({asked}, "
+                "...)); a block may change only timeout_s, cpu_s and max_output_bytes")
 
 
 def interrupted_result(run_id: str, backend: str, limits: Limits) -> ExecutionResult:

@@ -41,15 +41,21 @@ from ..docker.engine import (
     remove_containers,
 )
 from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
-from ..errors import BackendUnavailableError, SandboxClosedError, WorkerStartError
+from ..docker.seccomp_profile import security_option
+from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
 from ..packages import PACKAGE_REFUSED, PackageRequestError, parse_requirements
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
+from ..worker import wire
 from .worker_backend import BackendSession, Placement, Refusal, WorkerBackend
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 SANDBOX_USER = "10001:10001"  # who user code runs as
+MIB = 1024 * 1024
 WORKER_CAPABILITIES = ("SETUID", "SETGID", "KILL", "SETPCAP")
+# A run's processes together may hold its memory limit plus this much: the pages a run's
+# child copies from the warm worker as it touches them (sympy's objects) count too.
+RUN_MEMORY_ALLOWANCE_MB = 32
 # Memory for the warm worker itself (interpreter, sympy, numpy) on top of the run's own
 # limit, which the worker enforces per run with RLIMIT_AS; the cgroup limit is the backstop.
 WORKER_OVERHEAD_MB = 384
@@ -114,7 +120,9 @@ def container_config(*, image: str, profile: Profile, env: Environment,
         # different user it cannot signal, limit or inspect the worker.
         "CapDrop": ["ALL"],
         "CapAdd": list(WORKER_CAPABILITIES),
-        "SecurityOpt": ["no-new-privileges"],
+        # The project's own allow-list profile, not the engine's default (which differs
+        # between engine versions: older ones allow io_uring).
+        "SecurityOpt": ["no-new-privileges", security_option()],
         "ReadonlyRootfs": True,
         "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={TMPFS_MB}m,mode=1777"},
         "PidsLimit": profile.max_processes + PROCESS_OVERHEAD,
@@ -151,7 +159,7 @@ class DockerWorker(WorkerProcess):
     the cause whatever the worker's own symptom (EOF, exit status 125 or 143)."""
 
     def __init__(self, config: dict[str, Any], name: str, start_timeout: float, *,
-                 image: str = "") -> None:
+                 image: str = "", run_memory_mb: int | None = None) -> None:
         self.name = name
         from ..docker.api import create_container
         from ..docker.engine import docker_cli
@@ -163,6 +171,22 @@ class DockerWorker(WorkerProcess):
         except WorkerStartError as exc:
             remove_containers([name])
             raise _start_failure(exc, image) from None
+        if run_memory_mb is not None:
+            self._hold_runs_to(run_memory_mb)
+
+    def _hold_runs_to(self, run_memory_mb: int) -> None:
+        """The container's memory limit becomes what the warm worker holds plus one run's
+        limit (and a small allowance), so a run's processes together stay within it."""
+        from ..docker.api import set_memory_limit
+
+        in_use = self.info.get(wire.MEMORY_IN_USE)
+        if not isinstance(in_use, int) or isinstance(in_use, bool) or in_use <= 0:
+            return  # no counter to read: the creation limit (with its overhead) stays
+        try:
+            set_memory_limit(self.name, in_use + (run_memory_mb + RUN_MEMORY_ALLOWANCE_MB) * MIB)
+        except RunnerError:
+            self.kill()
+            raise
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
@@ -302,7 +326,8 @@ class DockerBackend(WorkerBackend):
                     name = f"runner-{new_id().lower()}"
                     config = container_config(image=self.image, profile=profile, env=env,
                                               runtime=self.runtime, extra_labels=self.labels)
-                    return DockerWorker(config, name, self.start_timeout, image=self.image)
+                    return DockerWorker(config, name, self.start_timeout, image=self.image,
+                                        run_memory_mb=profile.memory_mb)
 
                 pool = self._pools[key] = WorkerPool(start, self.pool_size)
             return pool

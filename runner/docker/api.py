@@ -73,4 +73,21 @@ def create_container(name: str, config: dict[str, Any]) -> str:
     return str(created.get("Id", ""))
 
 
+def set_memory_limit(name: str, limit_bytes: int) -> None:
+    """Set a running container's memory limit (memory and swap alike)."""
+    import docker as docker_py
+    import requests
+
+    try:
+        client().update_container(name, mem_limit=limit_bytes, memswap_limit=limit_bytes)
+    except docker_py.errors.APIError as exc:
+        raise DockerCommandError(f"the Docker engine refused to set the container's memory "
+                                 f"limit: {exc.explanation or exc}",
+                                 fix="run `runner doctor` to check the engine") from None
+    except (requests.exceptions.ConnectionError, docker_py.errors.DockerException,
+            OSError) as exc:
+        raise EngineUnavailableError(f"the Docker engine is not reachable: {exc}",
+                                     fix=ENGINE_FIX) from None
+
+
 _API_VERSION = "1.41"  # Docker 20.10 and later; MaskedPaths exists since 1.40

@@ -44,7 +44,7 @@ def main() -> None:
 
         preload = [n for n in args.preload.split(",") if n] if args.preload is not None \
             else list(DEFAULT_PRELOAD)
-        plain = PlainExecutor(preload, args.path)
+        plain = PlainExecutor(preload, args.path, run_as=args.run_as)
         ready = {"preloaded": plain.preload(), "versions": _versions()}
         executor = plain
     else:
@@ -74,7 +74,10 @@ def main() -> None:
         # Root inside the jail (the caller was root): children become the sandbox user.
         if os.getuid() == 0:
             args.run_as = (jail.SANDBOX_UID, jail.SANDBOX_GID)
-    config = ChildConfig(container=args.container, limit_processes=not args.container,
+    # RLIMIT_NPROC counts each run alone only where it has a user namespace of its own.
+    per_run_processes = not args.container or bool(getattr(executor, "own_user_namespaces",
+                                                           False))
+    config = ChildConfig(container=args.container, limit_processes=per_run_processes,
                          run_as=args.run_as)
     serve(executor, ready, config)
 

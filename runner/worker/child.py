@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import privileges, wire
+from . import privileges, seccomp, wire
 from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
@@ -51,8 +51,9 @@ class ChildConfig:
     """How children are set up; passed from the worker's command line, never a global."""
 
     container: bool = False
-    # RLIMIT_NPROC counts a user's processes across the whole host; in containers the
-    # pids cgroup limits each sandbox on its own instead.
+    # RLIMIT_NPROC per run: only where each run has a user namespace of its own (the kernel
+    # counts a user's processes per user namespace): always in the restricted jail; in a
+    # container where the kernel allows it (the container's pids limit bounds it anyway).
     limit_processes: bool = True
     # (uid, gid) a child switches to before it reads a request (containers: the worker
     # runs as root with only the capabilities to do this, user code never does).
@@ -179,7 +180,7 @@ def _prctl(*args: int) -> int:
     return int(_libc.prctl(*args)) if _libc is not None else -1
 
 
-def _address_space_bytes(pid: int = 0) -> int:
+def address_space_bytes(pid: int = 0) -> int:
     """Current virtual size; the memory limit is counted on top of the warm interpreter."""
     try:
         with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
@@ -200,25 +201,53 @@ def _set_limit(which: int, value: int, pid: int) -> None:
         resource.prlimit(pid, which, (value, value))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time process `pid` (0: this one) has used so far."""
+    if pid == 0:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as stat:
+            return int(stat.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def block_cpu_limit(limits: dict[str, Any], pid: int = 0) -> int:
+    """The CPU limit for the next request of process `pid`: what it has used so far plus
+    the request's CPU time (the kernel counts a process's CPU time from its start)."""
+    cpu = float(limits.get("cpu_s") or limits["timeout_s"])
+    return max(1, math.ceil(_cpu_seconds(pid) + cpu))
+
+
+def set_block_cpu_limit(limits: dict[str, Any], pid: int = 0) -> None:
+    """A session block's CPU limit: the soft limit only (SIGXCPU there; the judge and, in a
+    container, the supervisor's meter hold the block to it), since raising a hard limit
+    for the next block would need a privilege nobody in the sandbox has."""
+    _, hard = resource.prlimit(pid, resource.RLIMIT_CPU)
+    soft = block_cpu_limit(limits, pid)
+    resource.prlimit(pid, resource.RLIMIT_CPU,
+                     (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
 def apply_limits(limits: dict[str, Any], config: ChildConfig, *, session: bool = False,
-                 base_address_space: int | None = None, pid: int = 0) -> None:
-    """The request's limits on process `pid` (0: this one). The memory limit is counted on
-    top of the process's address space (`base_address_space`, read now if not given)."""
-    cpu = max(1, math.ceil(float(limits.get("cpu_s") or limits["timeout_s"])))
-    _, cpu_hard = resource.prlimit(pid, resource.RLIMIT_CPU)
+                 base_address_space: int | None = None, pid: int = 0,
+                 limit_processes: bool | None = None) -> None:
+    """The request's limits on process `pid` (0: this one), soft and hard alike (the CPU
+    limit of a session block: soft only). A session's other limits are the same for every
+    block (Session checks it), set again before each. The memory limit is counted on top
+    of the process's address space when it started (`base_address_space`, read now if not
+    given); the CPU limit on top of the CPU time it has used so far."""
     if session:
-        # CPU time adds up over a session's blocks, and a confined child may not change
-        # its limits later: each block is bounded by the supervisor's wall-clock kill.
-        pass
-    elif cpu_hard == resource.RLIM_INFINITY or cpu_hard > cpu + 1:
-        # The hard value is one second above the soft one: SIGXCPU first, which is
-        # reported as a timeout, and SIGKILL if the code ignores it.
-        resource.prlimit(pid, resource.RLIMIT_CPU, (cpu, cpu + 1))
-    base = _address_space_bytes(pid) if base_address_space is None else base_address_space
+        set_block_cpu_limit(limits, pid)
+    else:
+        cpu = block_cpu_limit(limits, pid)
+        _set_limit(resource.RLIMIT_CPU, cpu, pid)  # the kernel kills it there
+    base = address_space_bytes(pid) if base_address_space is None else base_address_space
     _set_limit(resource.RLIMIT_AS, base + int(limits["memory_mb"]) * MIB, pid)
     _set_limit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]), pid)
     _set_limit(resource.RLIMIT_FSIZE, int(limits["max_file_size_mb"]) * MIB, pid)
-    if config.limit_processes:
+    if config.limit_processes if limit_processes is None else limit_processes:
         _set_limit(resource.RLIMIT_NPROC, int(limits["max_processes"]), pid)
     _set_limit(resource.RLIMIT_CORE, 0, pid)
 
@@ -342,18 +371,31 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
     _reseed()
 
 
-def become_sandbox_user(config: ChildConfig) -> None:
-    """Switch to the sandbox user and give up every privilege (privileges.py; in a
-    restricted jail also in a user namespace of the child's own), then make this process
-    not dumpable: another process of the same user cannot open our /proc files (pipes,
-    memory) or trace us; forks of user code inherit it. (A change of user resets the
-    flag, so it is set after.)"""
+def become_sandbox_user(config: ChildConfig) -> bool:
+    """Switch to the sandbox user and give up every privilege (privileges.py), in a user
+    namespace of the child's own (True when it has one: then RLIMIT_NPROC counts this
+    run alone), then make this process not dumpable: another process of the same user
+    cannot open our /proc files (pipes, memory) or trace us; forks of user code inherit
+    it. (A change of user resets the flag, so it is set after.)"""
+    own_namespace = True
     if config.container:
+        # The kernel's out-of-memory killer takes a run's processes before the worker's.
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
+            adjust.write("1000")
         if config.run_as is not None:
             drop_privileges(config.run_as)
+        try:
+            privileges.enter_own_user_namespace()
+            privileges.drop_everything()
+        except privileges.PrivilegeError:
+            own_namespace = False  # the container's pids limit still bounds the run
+        # Nothing the run starts may make namespaces (the container's profile lets the
+        # worker make the one above).
+        seccomp.refuse_namespaces()
     else:
         privileges.become_unprivileged(config.run_as)
     _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return own_namespace
 
 
 def set_parent_death_signal(config: ChildConfig) -> None:
@@ -421,7 +463,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                       become_user=executor.confined_before_request)
         result_fd, request_fd = RESULT_FD, REQUEST_FD
         reporter = Reporter(result_fd)
-        base_address_space = _address_space_bytes()  # before Landlock hides /proc
+        base_address_space = address_space_bytes()  # before Landlock hides /proc
         executor.before_request(reporter, config)
         reporter.frame({"kind": wire.CHILD_READY, wire.ISOLATION: executor.isolation()})
         namespace: dict[str, Any] | None = None
@@ -434,14 +476,20 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 os.close(request_fd)  # one request only: nothing more comes this way
             if namespace is None:
                 if not executor.confined_before_request:
-                    become_sandbox_user(config)  # first: a change of user resets the signal
+                    # First: a change of user resets the parent-death signal.
+                    own_namespace = become_sandbox_user(config)
                     set_parent_death_signal(config)
                     enter_workdir(executor, workdir)
                     apply_limits(request["limits"], config, session=session,
-                                 base_address_space=base_address_space)
+                                 base_address_space=base_address_space,
+                                 limit_processes=config.limit_processes and own_namespace)
                 if os.getppid() != config.supervisor_pid and config.supervisor_pid:
                     break  # the supervisor is already gone
                 namespace = executor.new_namespace()
+            elif not executor.confined_before_request:
+                # A later block of a session in a container: its own CPU time (its other
+                # limits are the session's, set with the first block).
+                set_block_cpu_limit(request["limits"])
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
                 if executor.uses_files:
@@ -459,8 +507,9 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 break
             _flush_streams()
             reporter.report(outcome, request.get(wire.SEQ))
-            # Back to the read loop only once the supervisor has seen this block end: it
-            # continues us (see observe.watch).
+            # Stopped until the next block: the supervisor sees this block end, nothing of
+            # the session runs between blocks, and it sets the next block's limits before
+            # it continues us (see Supervisor.session_run).
             signal.raise_signal(signal.SIGSTOP)
     except BaseException as exc:  # our own code failed: say so, if anyone listens
         with contextlib.suppress(BaseException):

@@ -12,12 +12,16 @@ import signal
 from typing import Any
 
 from . import wire
-from .observe import Observation, oom_kills
+from .cgroup import oom_kills
+from .observe import Observation
 
 TRUNCATION_MARKER = "\n[... output truncated ...]\n"
 # CPU time is read in clock ticks on some kernels: a SIGXCPU at the limit may read a
 # little under it.
 CPU_MEASURE_TOLERANCE = 0.95
+# A run that finished with a little more CPU than its limit (the child's own reporting,
+# clock-tick rounding) is not judged over it.
+CPU_GRACE_MS = 20
 
 
 def _fail(status: str, type_: str, message: str, exit_code: int | None) -> dict[str, Any]:
@@ -43,12 +47,22 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
     # SIGXCPU is the kernel's only when the run has used its CPU time (a run can send it
     # to itself): otherwise it is a signal like any other.
     cpu_reached = seen.cpu_ms >= cpu_s * 1000 * CPU_MEASURE_TOLERANCE
+    if seen.oom_kills_before is not None and (oom_kills() or 0) > seen.oom_kills_before:
+        # The out-of-memory killer ended one of the run's processes (any of them, the child
+        # or one it started): the run's processes together went past its memory.
+        return _fail("memory_limit", "MemoryError",
+                     f"memory limit of {limits['memory_mb']} MB exceeded by the run's processes "
+                     "together; the kernel killed one", -signal.SIGKILL)
     if seen.cpu_exceeded:
         return _fail("timeout", "Timeout", f"CPU time limit of {cpu_s:g} s exceeded by the run's "
                      "processes together; the run was killed", -signal.SIGKILL)
     if signum in (signal.SIGXCPU, signal.SIGKILL) and cpu_reached:
         return _fail("timeout", "Timeout",
                      f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)
+    if seen.cpu_ms > cpu_s * 1000 + CPU_GRACE_MS:
+        # Finished, but past its CPU time (e.g. it caught SIGXCPU): the limit was exceeded.
+        return _fail("timeout", "Timeout", f"CPU time limit of {cpu_s:g} s exceeded "
+                     f"({seen.cpu_ms} ms used)", None)
     if signum == signal.SIGKILL:
         # Killed by something other than the supervisor: the out-of-memory killer, if the
         # evidence says so; otherwise the run killed itself (or a process it started did).
@@ -68,6 +82,13 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
         return _fail("crashed", "Crash", "the run closed or replaced its result channel, so its "
                      "outcome cannot be told (a run decides its output and return value, "
                      "never its status)", None)
+    if seen.outcome is not None and seen.one_shot and status is not None \
+            and os.WIFEXITED(status):
+        # A one-shot child stops itself once its report is written (and is then killed by
+        # the supervisor): one that ended by exiting was ended by the code it ran.
+        return _fail("crashed", "Crash", "the run exited by itself after a report was written "
+                     "on its result channel, so the report cannot be trusted (a run decides its "
+                     "output and return value, never its status)", None)
     if seen.outcome is not None and (seen.trailing or seen.malformed):
         what = seen.trailing or f"something unreadable ({seen.malformed})"
         return _fail("crashed", "Crash", f"the run wrote on its result channel: {what} came after "

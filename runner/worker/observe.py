@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import wire
+from .cgroup import CpuMeter, oom_kills
 from .protocol import FrameReader, ProtocolError, write_message
 
 DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
 PF_EXITING = 0x4
-_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 
 class Capture:
@@ -62,6 +62,7 @@ class Observation:
     denial: str | None = None               # the first refusal the child announced
     malformed: str | None = None            # why the result channel could not be read
     trailing: str | None = None             # what came on the result channel after the report
+    one_shot: bool = True
     timed_out: bool = False
     cpu_exceeded: bool = False              # its processes together used up its CPU time
     exited: bool = False                    # the child is gone (its status is below)
@@ -78,19 +79,6 @@ def kill_group(pid: int) -> None:
     # Gone already (or the id was reused by something that is not ours): nothing to do.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def oom_kills() -> int | None:
-    """The cgroup's count of out-of-memory kills (v2 or v1), if it can be read."""
-    for path in _OOM_FILES:
-        try:
-            with open(path, "rb") as events:
-                for line in events:
-                    if line.startswith(b"oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
 
 
 def cpu_ms_of(pid: int) -> int | None:
@@ -212,21 +200,30 @@ def open_pidfd(pid: int) -> int | None:
 
 
 def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
-          check_oom: bool, started_hook: Callable[[], None] | None = None) -> Observation:
+          in_container: bool, started_hook: Callable[[], None] | None = None) -> Observation:
     """Run `request` in `child` and observe it until it reports (and, one-shot, stops),
-    dies, or reaches its deadline. The child's pipes stay open for a session.
+    dies, or reaches its deadline. The child's pipes stay open for a session. In a
+    container (`in_container`) the run's processes share its control group: their CPU
+    time together is stopped at the run's CPU limit, and an out-of-memory kill of any
+    of them is seen.
     `started_hook` is called once the child has its request (the supervisor asks for the
     next child then, so that it is made on the other core while this one runs)."""
     limits = request["limits"]
     cap = int(limits["max_output_bytes"])
-    seen = Observation(Capture(cap), Capture(cap),
-                       oom_kills_before=oom_kills() if check_oom else None)
+    seen = Observation(Capture(cap), Capture(cap), one_shot=one_shot,
+                       oom_kills_before=oom_kills() if in_container else None)
+    meter = CpuMeter(float(limits.get("cpu_s") or limits["timeout_s"])) if in_container else None
     started = time.monotonic()
     deadline = started + float(limits["timeout_s"])
     cpu_before = (cpu_ms_of(child.pid) or 0) if not one_shot else 0
     if not one_shot:
         child.seq = (child.seq or 0) + 1
         request = {**request, wire.SEQ: child.seq}
+    if not one_shot:
+        # A session child waits stopped between blocks (it stops itself after each report):
+        # continued first, so that the stop after this block's report is the one we see.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGCONT)
     # A child that died before its request is judged like any crash below.
     with contextlib.suppress(OSError):
         write_message(child.request, request)
@@ -249,6 +246,15 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                 break
         elif now >= deadline:
             seen.timed_out = True
+            kill_group(child.pid)
+            _wait(child, seen)
+            break
+        cpu_due = meter.seconds_until_due() if meter is not None and not seen.exited \
+            and not _reported(seen) else None
+        if cpu_due == 0.0:
+            # Its processes together used its CPU time: the child's group now, the rest
+            # by the clean-up after the reply.
+            seen.cpu_exceeded = True
             kill_group(child.pid)
             _wait(child, seen)
             break
@@ -286,6 +292,8 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             timeout = deadline - now
             if child.pidfd is None:
                 timeout = min(timeout, 0.01)
+            if cpu_due is not None:
+                timeout = min(timeout, cpu_due)
             if drain_until is not None:
                 timeout = min(timeout, drain_until - now)
             if settle_from is not None and not exiting:
@@ -327,8 +335,6 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     if not one_shot and not seen.exited:
         seen.cpu_ms = max(0, (cpu_ms_of(child.pid) or cpu_before) - cpu_before)
         seen.max_rss_kb = peak_rss_kb_of(child.pid) or 0
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGCONT)  # back to its read loop, for the next block
     elif not one_shot and seen.wait_status is not None:
         seen.cpu_ms = max(0, seen.cpu_ms - cpu_before)
     seen.duration_ms = int((time.monotonic() - started) * 1000)

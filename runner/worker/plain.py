@@ -11,10 +11,12 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any
 
+from . import privileges
 from .child import ChildConfig, Reporter
 from .execution import run_request
 
@@ -27,8 +29,10 @@ class PlainExecutor:
     name = "plain"
 
     def __init__(self, preload: Iterable[str] = DEFAULT_PRELOAD,
-                 extra_paths: Iterable[str] = ()) -> None:
+                 extra_paths: Iterable[str] = (), run_as: tuple[int, int] | None = None) -> None:
         self.preload_names = tuple(preload)
+        self.run_as = run_as
+        self.own_user_namespaces = False
         for path in extra_paths:
             if path not in sys.path:
                 sys.path.insert(0, path)
@@ -42,6 +46,7 @@ class PlainExecutor:
             except Exception:  # an optional library missing from this image is fine
                 continue
             loaded.append(name)
+        self.own_user_namespaces = _user_namespaces_work(self.run_as)
         if "sympy" in loaded:
             import sympy
 
@@ -61,7 +66,8 @@ class PlainExecutor:
         """The container is the boundary (asked before the child becomes the sandbox user,
         which it does when its request arrives)."""
         return {"tier": "docker", "container": True, "seccomp": "allow-list", "policy": False,
-                "audit_hook": False, "unprivileged": True}
+                "audit_hook": False, "unprivileged": True,
+                "namespaces": ["user"] if self.own_user_namespaces else []}
 
     def new_namespace(self) -> dict[str, Any]:
         return {"__name__": "__main__", "__builtins__": builtins}
@@ -73,6 +79,23 @@ class PlainExecutor:
                 ) -> dict[str, Any]:
         return run_request(request, compile_source=self._compile, namespace=namespace,
                            refusal=_NeverRaised)
+
+
+def _user_namespaces_work(run_as: tuple[int, int] | None) -> bool:
+    """Whether a child can make a user namespace of its own here (the engine's kernel and
+    the container's profile allow it): asked once, by a process that does only that, as
+    the sandbox user."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if run_as is not None:
+                privileges.switch_user(*run_as)
+            privileges.enter_own_user_namespace()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 class _NeverRaised(Exception):

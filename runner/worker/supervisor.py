@@ -26,7 +26,14 @@ import tempfile
 from typing import Any
 
 from . import wire
-from .child import ChildConfig, Executor, apply_limits, collect_generators
+from .cgroup import memory_in_use
+from .child import (
+    ChildConfig,
+    Executor,
+    address_space_bytes,
+    apply_limits,
+    collect_generators,
+)
 from .cleanup import nothing_left
 from .forkserver import CLEAN, FORK_RUN, FORK_SESSION, ForkClient, serve_forks
 from .judge import judge
@@ -53,6 +60,7 @@ class Supervisor:
         self.spare: ChildPipes | None = None
         self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
         self.session: ChildPipes | None = None
+        self.session_base = 0
         self.unreaped: set[int] = set()
         # A process we did not start was collected (an orphan a run left, adopted by us as
         # the subreaper) since the last clean-up: then the clean-up always runs.
@@ -131,7 +139,7 @@ class Supervisor:
         # The next child is asked for once this one has its request, so that both run on
         # the two cores. (In a container it stays the worker's user until its own request
         # comes: out of reach of this run, and of the clean-up after it.)
-        seen = watch(child, request, one_shot=True, check_oom=self.config.container,
+        seen = watch(child, request, one_shot=True, in_container=self.config.container,
                      started_hook=self.prepare_spare)
         child.close()
         if not seen.exited:
@@ -140,23 +148,27 @@ class Supervisor:
 
     def session_run(self, message: dict[str, Any]) -> dict[str, Any]:
         fresh = self.session is None
+        request = _child_request(message)
         if self.session is None:
             self._ask(FORK_SESSION)
             self.session = self._receive()
             if self.session is None:
                 return {**_could_not_start(), wire.SESSION_STARTED: True}
-            if self.sets_limits:  # memory, files, processes: for the whole session
-                if not await_ready(self.session):
-                    self._end_session()
-                    return {**_could_not_start("its process failed to set itself up"),
-                            wire.SESSION_STARTED: True}
-                apply_limits(_child_request(message)["limits"], self.config, session=True,
-                             pid=self.session.pid)
-        request = _child_request(message)
-        seen = watch(self.session, request, one_shot=False, check_oom=self.config.container)
+            if self.sets_limits and not await_ready(self.session):
+                self._end_session()
+                return {**_could_not_start("its process failed to set itself up"),
+                        wire.SESSION_STARTED: True}
+            # Memory limits count on top of what the child held when the session began.
+            self.session_base = address_space_bytes(self.session.pid)
+        if self.sets_limits:
+            # Each block's limits, set while the child waits (stopped after its last block).
+            # (A container's child sets them itself: this worker may not.)
+            apply_limits(request["limits"], self.config, session=True, pid=self.session.pid,
+                         base_address_space=self.session_base)
+        seen = watch(self.session, request, one_shot=False, in_container=self.config.container)
         result = judge(seen, request["limits"])
-        if seen.exited or seen.timed_out or seen.malformed or seen.trailing:
-            # Its result channel can no longer be read frame by frame either.
+        if seen.exited or seen.timed_out or seen.cpu_exceeded or seen.malformed or seen.trailing:
+            # Its state, or its result channel, cannot be trusted any more.
             self._end_session()
             if result.get("error"):
                 result["error"]["message"] += SESSION_LOST
@@ -327,6 +339,10 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
                             sets_limits=executor.confined_before_request)
     try:
         supervisor.prepare_spare()
+        if config.container:
+            # What the warm worker holds: the host sets the container's memory limit to
+            # this plus one run's limit, so a run's processes together stay within theirs.
+            ready_info = {**ready_info, wire.MEMORY_IN_USE: memory_in_use()}
         write_message(out_fd, {"type": wire.READY, "pid": os.getpid(), "forkserver": forkserver,
                                "executor": executor.name,
                                "python": sys.version.split()[0], **ready_info})

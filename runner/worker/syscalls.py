@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# x86_64 numbers, in order from 0 and from 424 (the generic table's new calls); 335 is
-# uretprobe. Every name here is a call this project knows about; 471 and beyond are not.
+# x86_64 numbers, in order from 0 and from 424 (the generic table's new calls); 335 and
+# 336 are uretprobe and uprobe. Every name here is a call this project knows about; 470
+# and beyond are not.
 _FROM_0 = """
 read write open close stat fstat lstat poll lseek mmap mprotect munmap brk rt_sigaction
 rt_sigprocmask rt_sigreturn ioctl pread64 pwrite64 readv writev access pipe select
@@ -55,7 +56,7 @@ fanotify_mark prlimit64 name_to_handle_at open_by_handle_at clock_adjtime syncfs
 setns getcpu process_vm_readv process_vm_writev kcmp finit_module sched_setattr
 sched_getattr renameat2 seccomp getrandom memfd_create kexec_file_load bpf execveat
 userfaultfd membarrier mlock2 copy_file_range preadv2 pwritev2 pkey_mprotect pkey_alloc
-pkey_free statx io_pgetevents rseq uretprobe
+pkey_free statx io_pgetevents rseq uretprobe uprobe
 """
 _FROM_424 = """
 pidfd_send_signal io_uring_setup io_uring_enter io_uring_register open_tree move_mount
@@ -78,6 +79,8 @@ HIGHEST_KNOWN = max(X86_64.values())
 
 # Argument checks the filter applies to some allowed calls (seccomp.py implements each).
 SELF_ONLY = "self-only"          # kill/tgkill/tkill: the target is the caller itself
+OWN_PID = "own-pid"              # getpgid/getsid/sched_getaffinity: pid 0 or its own
+PRIVATE_FUTEX = "private-futex"  # futex: FUTEX_PRIVATE_FLAG set (never keyed by a file)
 THREADS_ONLY = "threads-only"    # clone: CLONE_THREAD, no namespace flags
 READ_LIMITS = "read-limits"      # prlimit64: its own limits, reading only
 TERMINAL_QUERY = "terminal-query"  # ioctl: TCGETS, FIOCLEX, FIONCLEX only
@@ -114,9 +117,12 @@ RESTRICTED_CHILD: tuple[Group, ...] = (
           ("clone",), THREADS_ONLY),
     Group("clone3 cannot be checked by a filter (its flags are in memory): ENOSYS makes "
           "the C library use clone, which is checked", ("clone3",), NOT_IMPLEMENTED),
-    Group("what threads need: locks, thread ids, restartable sequences, exit",
-          ("futex", "set_robust_list", "set_tid_address", "rseq", "gettid", "sched_yield",
-           "exit", "exit_group")),
+    Group("what threads need: thread ids, restartable sequences, exit",
+          ("set_robust_list", "set_tid_address", "rseq", "gettid", "sched_yield", "exit",
+           "exit_group")),
+    Group("locks between its own threads: private futexes only (a shared futex is keyed by a "
+          "file's page, which every worker's jail maps alike: a channel between runs)",
+          ("futex",), PRIVATE_FUTEX),
     Group("signal handling inside the process",
           ("rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
            "restart_syscall")),
@@ -127,11 +133,14 @@ RESTRICTED_CHILD: tuple[Group, ...] = (
     Group("waiting on its own descriptors", ("poll", "ppoll", "select", "pselect6")),
     Group("pipes inside the process (both ends are its own; no other process exists)",
           ("pipe", "pipe2")),
-    Group("who it is: its own ids (an unprivileged user of its own user namespace, no "
-          "capabilities) and the jail's host name",
+    Group("who it is: its own ids (an unprivileged user of its own user namespace), its "
+          "capability sets (empty; the kernel lets any process read those of the processes "
+          "it can see, here only the jail's own) and the jail's host name",
           ("getpid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
-           "getresgid", "getgroups", "getpgrp", "getpgid", "getsid", "capget", "uname")),
-    Group("its own resource usage", ("getrusage", "times", "sched_getaffinity")),
+           "getresgid", "getgroups", "getpgrp", "capget", "uname")),
+    Group("its own process group, session and CPU set (pid 0 or its own pid only)",
+          ("getpgid", "getsid", "sched_getaffinity"), OWN_PID),
+    Group("its own resource usage", ("getrusage", "times")),
     Group("its own limits, read only (setting them is refused)", ("prlimit64",),
           READ_LIMITS),
     Group("whether its standard streams are terminals, and close-on-exec flags",
@@ -139,6 +148,12 @@ RESTRICTED_CHILD: tuple[Group, ...] = (
     Group("random numbers from the kernel (seeding random, hash randomisation)",
           ("getrandom",)),
 )
+
+# Calls the kernel itself exempts from seccomp: only its uprobe trampolines may make them,
+# and from anywhere else they fail or kill the caller (Linux 6.11 and later). No filter can
+# refuse them; they reach nothing.
+KERNEL_EXEMPT = ("uretprobe", "uprobe")
+FUTEX_PRIVATE_FLAG = 128
 
 # ioctl requests the TERMINAL_QUERY check lets through.
 TCGETS, FIONCLEX, FIOCLEX = 0x5401, 0x5450, 0x5451

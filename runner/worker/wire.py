@@ -31,6 +31,9 @@ SESSION_CLOSED = "session_closed"
 PONG = "pong"
 ERROR = "error"                  # the worker could not understand a message
 
+# In a container's READY: bytes of memory the warm worker holds (cgroup.memory_in_use).
+MEMORY_IN_USE = "memory_in_use"
+
 REPLY_TYPES = {RUN: RESULT, SESSION_RUN: RESULT, SESSION_CLOSE: SESSION_CLOSED, PING: PONG}
 
 # The work a request carries (besides `type` and `id`).
