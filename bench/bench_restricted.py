@@ -2,6 +2,9 @@
 
 Targets (issue: foundation):
 - trivial run through Sandbox <= 1/5 of a fresh `python -c 'print(1)'`
+- trivial run through Sandbox, runs 20 ms apart (an agent's pace) <= 1.5x the floor of
+  the design: a bare fork + exit + wait of a sympy-loaded process, measured here (the
+  jail in place); back to back is shown beside it
 - sympy snippet through Sandbox <= 1/10 of a fresh `python -c` importing sympy and solving
 - a CPU-bound loop through Sandbox <= 2x the same loop in plain CPython
 
@@ -16,12 +19,23 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 
-from ratios import median_seconds, report
+from ratios import fork_floor_seconds, median_seconds, report
 
+# An agent's runs come between model calls: the spare child for the next run gets ready
+# in between. Back to back, every run also pays for forking and setting up the next.
+PACE_S = 0.02
 SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
 CPU_LOOP = "total = 0\nfor i in range(1_000_000):\n    total += i * i % 7\nprint(total)\n"
+
+
+def paced_by(action: Callable[[], object], pause_s: float) -> Callable[[], None]:
+    def paced() -> None:
+        time.sleep(pause_s)
+        action()
+    return paced
 
 
 def fresh_python(code: str) -> None:
@@ -60,6 +74,12 @@ def main() -> int:
         trivial = median_seconds(through("print(1)"), args.runs)
         trivial_base = median_seconds(lambda: fresh_python("print(1)"), max(10, args.runs // 2))
         rows.append(("trivial print(1)", trivial, trivial_base, 1 / 5, "fresh python -c"))
+        floor = fork_floor_seconds(args.runs * 3)
+        rows.append(("trivial print(1), back to back", trivial, floor, None,
+                     "bare fork+exit+wait of a sympy-loaded process"))
+        paced = median_seconds(paced_by(through("print(1)"), PACE_S), args.runs) - PACE_S
+        rows.append(("trivial print(1), 20 ms apart", paced, floor, 1.5,
+                     "bare fork+exit+wait of a sympy-loaded process"))
 
         sympy_run = median_seconds(through(SYMPY_SNIPPET), args.runs)
         sympy_base = median_seconds(lambda: fresh_python(SYMPY_SNIPPET), 5)

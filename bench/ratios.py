@@ -19,6 +19,24 @@ def median_seconds(action: Callable[[], object], runs: int) -> float:
     return statistics.median(samples)
 
 
+def fork_floor_seconds(runs: int) -> float:
+    """The floor of a fork-per-run design on this machine: a bare fork + exit + wait of a
+    process that has sympy loaded (this one, once it imported sympy)."""
+    import os
+
+    import sympy  # noqa: F401 - the point: a parent as big as a warm worker
+
+    def fork_exit_wait() -> None:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+    for _ in range(5):
+        fork_exit_wait()
+    return median_seconds(fork_exit_wait, runs)
+
+
 def report(rows: Sequence[Row]) -> int:
     """Print the table; the number of targets missed."""
     width = max(len(row[0]) for row in rows) + 2

@@ -2,27 +2,41 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import RunnerError
-from .logs.functions import Author
-from .sandbox import Sandbox
-from .types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Resources, Status
-
 if TYPE_CHECKING:
-    from .functions import FunctionSet, FunctionSpec, tool
+    from .errors import RunnerError
+    from .functions.sets import FunctionSet
+    from .functions.spec import FunctionSpec
+    from .functions.tool import tool
+    from .logs.functions import Author
+    from .sandbox import Sandbox
+    from .types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Resources, Status
 
-# Imported on first use: the worker program imports this package too, and should not pay
-# for jsonschema and the rest of the functions layer at every start.
-_LAZY = frozenset({"FunctionSet", "FunctionSpec", "tool"})
+# Every public name is imported on first use. The worker program is part of this package
+# (`python -m runner.worker`), and its memory is what every run's process is forked
+# from: it must not hold pydantic, the log store and the rest of the host's side, which
+# would make every fork slower and every run's copy larger.
+_WHERE = {
+    "RunnerError": ".errors", "Author": ".logs.functions", "Sandbox": ".sandbox",
+    "ErrorInfo": ".types", "ExecutionRequest": ".types", "ExecutionResult": ".types",
+    "Limits": ".types", "Resources": ".types", "Status": ".types",
+    "FunctionSet": ".functions", "FunctionSpec": ".functions", "tool": ".functions",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from . import functions
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # once found, an ordinary attribute
+    return value
 
-        return getattr(functions, name)
-    raise AttributeError(f"module 'runner' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
 
 
 # The one place the version is written: pyproject.toml reads it from here

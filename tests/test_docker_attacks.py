@@ -313,6 +313,107 @@ def test_thread_bomb_is_limited(sb):
         assert "can't start new thread" in r.error.message, _describe(r)
 
 
+# --- limits hold for all of a run's processes together -------------------------------
+
+MEMORY_TOGETHER = r"""
+import os, time
+held, kids = 0, []
+for _ in range(4):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        block = bytearray(56 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        os.write(w, b"x")
+        time.sleep(3)
+        os._exit(0)
+    os.close(w)
+    kids.append(r)
+for r in kids:
+    held += len(os.read(r, 1))
+print("held at once", held, flush=True)
+"""
+
+
+def _with_own_limits(fresh: Sandbox, code: str, limits: Limits) -> ExecutionResult:
+    """Other limits than the default make a container of their own (containers are kept
+    per memory and process limits): run there, then check the next run there works."""
+    r = fresh.run(code, limits=limits)
+    after = fresh.run("print(1 + 1)", limits=limits)
+    assert after.status == Status.OK and after.stdout == "2\n", _describe(after)
+    return r
+
+
+def test_a_runs_processes_together_stay_within_its_memory(fresh):
+    r = _with_own_limits(fresh, MEMORY_TOGETHER, Limits(memory_mb=64, timeout_s=10))
+    # Four processes of 56 MiB each under 64 MiB: the kernel ends one before a second
+    # could hold its share on top of the first's (the allowance is for copied pages).
+    assert_status(r, Status.MEMORY_LIMIT)
+    assert "processes together" in r.error.message, _describe(r)
+    held = int(r.stdout.split()[-1]) if r.stdout else 0
+    assert held * 56 <= 64 + 32, _describe(r)
+
+
+PROCESSES_TOGETHER = r"""
+import os, time
+made = 0
+for _ in range(20):
+    try:
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        made += 1
+    except OSError:
+        break
+print("made", made, flush=True)
+"""
+
+
+def test_a_runs_processes_together_stay_within_its_process_limit(fresh):
+    r = _with_own_limits(fresh, PROCESSES_TOGETHER, Limits(max_processes=8, timeout_s=10))
+    assert_status(r, Status.OK)
+    assert r.stdout == "made 7\n", _describe(r)  # the run's own process is the eighth
+
+
+CPU_TOGETHER = r"""
+import os
+for _ in range(3):
+    if os.fork() == 0:
+        while True:
+            pass
+while True:
+    pass
+"""
+
+
+def test_a_runs_processes_together_stay_within_its_cpu_time(sb):
+    r = attack(sb, CPU_TOGETHER, Limits(cpu_s=1, timeout_s=10))
+    assert_status(r, Status.TIMEOUT)
+    assert "CPU time limit of 1 s exceeded by the run's processes together" in r.error.message
+    assert r.duration_ms < 4000, _describe(r)  # well before three processes' worth
+
+
+def test_a_run_cannot_raise_its_hard_limits_or_continue_the_worker(sb):
+    r = attack(sb, "import os, resource, signal\n"
+                   "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\nprint(soft == hard)\n"
+                   "try:\n    resource.setrlimit(resource.RLIMIT_NOFILE, (hard + 1, hard + 1))\n"
+                   "except (ValueError, OSError) as exc:\n    print('raise refused')\n"
+                   "try:\n    os.kill(os.getppid(), signal.SIGCONT)\n"
+                   "except PermissionError:\n    print('SIGCONT refused')\n", SHORT)
+    assert_status(r, Status.OK)
+    assert r.stdout == "True\nraise refused\nSIGCONT refused\n", _describe(r)
+
+
+def test_io_uring_and_namespaces_are_refused(sb):
+    r = attack(sb, "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                   "for name, nr, args in (('io_uring_setup', 425, (1, 0)), "
+                   "('unshare', 272, (0x10000000,)), ('setns', 308, (0, 0))):\n"
+                   "    print(name, libc.syscall(nr, *args), errno.errorcode[ctypes.get_errno()])\n",
+               SHORT)
+    assert_status(r, Status.OK)
+    assert r.stdout == ("io_uring_setup -1 EPERM\nunshare -1 EPERM\nsetns -1 EPERM\n"), _describe(r)
+
+
 def test_a_fork_bomb_in_one_sandbox_does_not_starve_another(sb, fresh):
     """The process limit must be per sandbox. RLIMIT_NPROC counts every process of the
     user on the whole host, and every sandbox runs as uid 10001: a fork bomb elsewhere
@@ -580,9 +681,10 @@ def test_forging_the_result_pipe(sb, then):
     assert r.stdout == "pipes 1\n", _describe(r)  # the parent's capture, not the forgery
     assert r.resources.max_rss_kb > 1000 and r.duration_ms != 987654, _describe(r)
     if then == "exit":
-        # The code ended at once with a well-formed report of its own: as if it returned.
-        assert_status(r, Status.OK, Status.CRASHED)
-        assert r.exit_code == 0, _describe(r)
+        # A report, then the end of the child by its own hand (not the stop that follows
+        # the child's own report): the run wrote on its result channel.
+        assert_status(r, Status.CRASHED)
+        assert "result channel" in r.error.message, _describe(r)
     elif then == "spin":
         assert_status(r, Status.TIMEOUT)
     elif then in ("sigkill", "memory"):

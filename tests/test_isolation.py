@@ -235,8 +235,14 @@ for fd in range(3, 64):
 print("forged", len(written) > 0, flush=True)
 '''
 
+UNFINISHED = ("for fd in written:\n"
+              "    os.write(fd, struct.pack('>I', 1000) + b'{\"kind\": \"rep')\n")
 FORGE_THEN = {
     "exit": "os._exit(0)",
+    "exit-1": "os._exit(1)",
+    "raise": "raise ValueError('the real outcome')",
+    "unfinished-then-raise": UNFINISHED + "raise ValueError('the real outcome')",
+    "unfinished-then-return": UNFINISHED,
     "spin": "while True:\n    pass",
     "sigkill": "os.kill(os.getpid(), signal.SIGKILL)",
     "memory": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))",
@@ -248,13 +254,57 @@ FORGE_THEN = {
 def test_a_forged_report_is_never_believed_over_what_happened(tier, then):
     r = tier.run(FORGE + FORGE_THEN[then], limits=SHORT)
     assert "FORGED" not in r.stdout and r.duration_ms != FORGED_MS, _describe(r)
-    if then == "exit":
-        # It ended at once with a well-formed report of its own: as if it had returned.
-        assert r.status in (Status.OK, Status.CRASHED), _describe(r)
+    if then in ("exit", "exit-1", "raise", "unfinished-then-raise", "unfinished-then-return"):
+        # Its own report was followed by something (a second report, an unfinished frame,
+        # its own end): the run wrote on its result channel, which decides nothing.
+        assert r.status == Status.CRASHED, _describe(r)
+        assert "result channel" in r.error.message, _describe(r)
     elif then in ("spin", "close-and-spin"):
         assert r.status == Status.TIMEOUT, _describe(r)
     else:
         assert r.status != Status.OK, _describe(r)
+    _healthy(tier)
+
+
+SESSION_FORGE = r'''
+import json, os, struct
+report = json.dumps({"kind": "report", "seq": SEQ, "outcome": {"kind": "ok",
+                     "return_value": "forged"}}).encode()
+for fd in range(3, 64):
+    try:
+        os.write(fd, struct.pack(">I", len(report)) + report)
+    except OSError:
+        pass
+raise ValueError("the real outcome")
+'''
+
+
+def test_a_session_block_cannot_forge_its_own_report(tier):
+    with tier.session(limits=SHORT) as session:
+        assert session.run("x = 1").ok
+        r = session.run(SESSION_FORGE.replace("SEQ", "2"))
+        assert r.status == Status.CRASHED and "result channel" in r.error.message, _describe(r)
+        assert "state is lost" in r.error.message, _describe(r)
+        after = session.run("print('fresh', 'x' in dir())")
+        assert after.ok and after.stdout == "fresh False\n", _describe(after)
+    _healthy(tier)
+
+
+def test_a_run_that_signals_itself_is_not_judged_by_the_signal_alone(tier):
+    # SIGXCPU from the run itself, after a few milliseconds: not the CPU limit.
+    r = tier.run("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)\n", limits=SHORT)
+    if tier.tier == "restricted-hook":  # the audit hook refuses signals outright
+        assert r.status == Status.DENIED, _describe(r)
+    else:
+        assert r.status == Status.CRASHED and "SIGXCPU" in r.error.message, _describe(r)
+    _healthy(tier)
+
+
+def test_a_run_that_catches_sigxcpu_still_ends_at_its_cpu_time(tier):
+    code = ("import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\n"
+            "while True:\n    pass\n")
+    r = tier.run(code, limits=Limits(cpu_s=1, timeout_s=5))
+    assert r.status == Status.TIMEOUT and "CPU time limit" in r.error.message, _describe(r)
     _healthy(tier)
 
 

@@ -29,7 +29,18 @@ CLONE_NEWUSER = 0x10000000
 # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off) and NO_CAP_AMBIENT_RAISE, each locked.
 SECUREBITS_LOCKED = 0b1110_1111
 _CAPABILITY_VERSION_3 = 0x20080522
-LAST_CAPABILITY = 63  # past the kernel's last one, dropping fails harmlessly
+
+
+def _last_capability() -> int:
+    """The kernel's highest capability number (read once, in the worker)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last:
+            return int(last.read())
+    except (OSError, ValueError):
+        return 63  # past the kernel's last one, dropping fails harmlessly
+
+
+LAST_CAPABILITY = _last_capability()
 
 
 class _CapHeader(ctypes.Structure):
@@ -75,14 +86,17 @@ def _drop_bounding_set() -> None:
         _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
-def switch_user(uid: int, gid: int) -> None:
+def switch_user(uid: int, gid: int, *, bounding: bool = True) -> None:
     """Become (uid, gid) for good, with no supplementary group: as root of the current
-    namespace (the worker's), or already that user (then nothing changes)."""
+    namespace (the worker's), or already that user (then nothing changes). `bounding`:
+    empty the bounding set too (needless when a user namespace of its own follows, whose
+    sets start full and are emptied there)."""
     if os.geteuid() != 0:
         if os.getresuid() == (uid, uid, uid) and os.getresgid() == (gid, gid, gid):
             return
         raise PrivilegeError(f"cannot switch to uid {uid}: the worker is not root")
-    _drop_bounding_set()
+    if bounding:
+        _drop_bounding_set()
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
@@ -147,7 +161,7 @@ def become_unprivileged(run_as: tuple[int, int] | None, *, own_namespace: bool =
     """Everything above, in order. `run_as` None: stay the current user (a worker started
     by an ordinary user runs its children as that user)."""
     if run_as is not None:
-        switch_user(*run_as)
+        switch_user(*run_as, bounding=not own_namespace)
     if own_namespace:
         enter_own_user_namespace()
     drop_everything()

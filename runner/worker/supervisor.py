@@ -13,11 +13,13 @@ Stdlib only.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import errno
 import gc
 import os
+import select
 import shutil
 import signal
 import socket
@@ -42,6 +44,7 @@ from .protocol import MAX_MESSAGE_BYTES, ProtocolError, read_message, write_mess
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+SPARES = 1  # children kept forked and set up ahead of the requests that will use them
 SESSION_LOST = ("; the session's state is lost, and its next block starts a fresh session")
 
 
@@ -57,7 +60,7 @@ class Supervisor:
         self.forks = forks
         self.config = config
         self.sets_limits = sets_limits  # the children are confined before their request
-        self.spare: ChildPipes | None = None
+        self.spares: collections.deque[ChildPipes] = collections.deque()
         self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
         self.session: ChildPipes | None = None
         self.session_base = 0
@@ -100,26 +103,33 @@ class Supervisor:
         pipes.pidfd = open_pidfd(pid)
         return pipes
 
-    def _settle(self) -> None:
-        """Collect the answer to a command still in flight (one at a time)."""
-        if self._pending is not None:
-            self.spare = self._receive()
+    def _settle(self, wait: bool = True) -> None:
+        """Collect the answer to a command still in flight (one at a time); without `wait`,
+        only if it has arrived."""
+        if self._pending is None:
+            return
+        if not wait and not select.select([self.forks.control], [], [], 0)[0]:
+            return
+        received = self._receive()
+        if received is not None:
+            self.spares.append(received)
 
     def prepare_spare(self) -> None:
-        """Ask for the next run's child now (it forks on the other core while we work)."""
-        if self.spare is None and self._pending is None:
+        """Ask for a next run's child now (it forks on the other core while we work)."""
+        self._settle(wait=False)
+        if self._pending is None and len(self.spares) < SPARES:
             self._ask(FORK_RUN)
 
     def _take_spare(self) -> ChildPipes | None:
-        self._settle()
-        spare, self.spare = self.spare, None
-        if spare is not None and not _alive(spare):
+        if not self.spares:
+            self._settle()
+        while self.spares:
+            spare = self.spares.popleft()
+            if _alive(spare):
+                return spare
             _discard(spare)
-            spare = None
-        if spare is None:
-            self._ask(FORK_RUN)
-            spare = self._receive()
-        return spare
+        self._ask(FORK_RUN)
+        return self._receive()
 
     # -- requests ---------------------------------------------------------------------
     def run(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -231,9 +241,8 @@ class Supervisor:
     def close(self) -> None:
         self._settle()
         self._end_session()
-        if self.spare is not None:
-            _discard(self.spare)
-            self.spare = None
+        while self.spares:
+            _discard(self.spares.popleft())
         self.forks.close()
         for pid in list(self.unreaped):
             _reap(pid)

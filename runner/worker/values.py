@@ -83,11 +83,17 @@ def _convert(value: Any, depth: int, state: dict[str, bool]) -> Any:
         except TypeError:
             return converted
     if isinstance(value, Fraction):
-        return value.numerator if value.denominator == 1 else _float(float(value), state)
+        # Through the int rule: an integer part too large for JSON is described, as a plain
+        # int's is.
+        if value.denominator == 1:
+            return _convert(int(value.numerator), depth, state)
+        return _float(float(value), state)
     if isinstance(value, Decimal):
         if not value.is_finite():
             return _float(float(value), state) if not value.is_nan() else "nan"
-        return int(value) if value == value.to_integral_value() else _float(float(value), state)
+        if value == value.to_integral_value():
+            return _convert(int(value), depth, state)
+        return _float(float(value), state)
     if isinstance(value, complex):
         return {"real": _float(complex.real.__get__(value), state),
                 "imag": _float(complex.imag.__get__(value), state)}
@@ -136,13 +142,27 @@ def to_json_value(value: Any) -> dict[str, Any]:
     try:
         converted = _convert(value, 0, state)
     except (_Unconvertible, RecursionError, ValueError, TypeError, OverflowError, MemoryError):
-        if type(value) is int and int.bit_length(value) > 13_000:
-            text = f"<int with {len(format(value, 'x')) * 4} bits>"  # str() is refused this large
+        text = _describe_huge(value)
+        if text is not None:
             return {"value": text, "repr": text, "is_repr": True}
         text = _safe_repr(value)
         return {"value": text, "repr": text, "is_repr": True}
     return {"value": converted, "repr": _safe_repr(value) if state["converted"] else None,
             "is_repr": False}
+
+
+def _describe_huge(value: Any) -> str | None:
+    """Numbers whose digits str() refuses to write (over 4,300): their size instead."""
+    if type(value) is int and int.bit_length(value) > 13_000:
+        return f"<int with {int.bit_length(value)} bits>"
+    if isinstance(value, Fraction):
+        numerator, denominator = int(value.numerator), int(value.denominator)
+        if max(numerator.bit_length(), denominator.bit_length()) > 13_000:
+            return (f"<Fraction with a {numerator.bit_length()}-bit numerator and a "
+                    f"{denominator.bit_length()}-bit denominator>")
+    if isinstance(value, Decimal) and value.is_finite() and value.adjusted() > 4000:
+        return f"<Decimal with {value.adjusted() + 1} digits before the point>"
+    return None
 
 
 def _safe_repr(value: Any, limit: int = 10_000) -> str:
