@@ -28,13 +28,13 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from runner.agent.run import AgentRun, AgentStatus, AgentTurn
-from runner.errors import LogStoreError, NotFoundError
-from runner.logs.query import find_ids
-from runner.logs.render import FULL_HINT, abridge
-from runner.logs.side_table import SideTable
-from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore, transaction
-from runner.terminal import PLAIN, Style
+from ..agent.run import AgentRun, AgentStatus, AgentTurn
+from ..errors import LogStoreError, NotFoundError
+from ..terminal import PLAIN, Style
+from .query import find_ids
+from .render import FULL_HINT, abridge
+from .side_table import SideTable
+from .store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore, transaction
 
 # -- the database ---------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.logs.side_table import SideTable
+from .side_table import SideTable
 
 Action = Literal["add", "replace", "remove"]
 

@@ -21,9 +21,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.errors import LogStoreError
-from runner.logs.query import iso_utc
-from runner.logs.store import LogStore
+from ..errors import LogStoreError
+from .query import iso_utc
+from .store import LogStore
 
 
 class PruneReport(BaseModel):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.errors import LogStoreError
+from ..errors import LogStoreError
 
 
 class Migration(NamedTuple):

@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
-from runner.errors import LogStoreError, NotFoundError
-from runner.logs.side_table import SideTable
+from ..errors import LogStoreError, NotFoundError
+from .side_table import SideTable
 
 
 class OptimizationStatus(StrEnum):

@@ -23,8 +23,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from runner.errors import ConfigurationError
-from runner.types import Status
+from ..errors import ConfigurationError
+from ..types import Status
 
 # Markers snippet() puts around matched words: private-use characters that the renderers
 # turn into highlighting after escaping, never into markup taken from the text itself.

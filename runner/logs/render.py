@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from runner.logs.store import ExecutionRecord
-from runner.terminal import PLAIN, Style
-from runner.types import Limits
+from ..terminal import PLAIN, Style
+from ..types import Limits
+from .store import ExecutionRecord
 
 _CODE_PREVIEW_WIDTH = 50
 # A body longer than this is shown as its first and last parts (runner logs show --full

@@ -34,11 +34,11 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.agent.run import AgentRun
-from runner.errors import NotFoundError
-from runner.logs.agent import find_agent_run
-from runner.logs.store import ExecutionRecord, LogStore
-from runner.types import ExecutionResult, Status
+from ..agent.run import AgentRun
+from ..errors import NotFoundError
+from ..types import ExecutionResult, Status
+from .agent import find_agent_run
+from .store import ExecutionRecord, LogStore
 
 # Errors that mean "refused by the host before running" (runner.functions.call).
 _REFUSED_BEFORE_RUNNING = frozenset({"InvalidArguments", "UnknownFunction"})
@@ -130,7 +130,7 @@ class Replayer:
 
     def _sandbox(self, backend: str) -> Any:
         # Imported here: runner.sandbox imports runner.logs, which must not import it back.
-        from runner.sandbox import Sandbox
+        from ..sandbox import Sandbox
 
         if backend not in self._sandboxes:
             self._sandboxes[backend] = Sandbox(backend=backend, log_store=self.store,

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from runner.errors import LogStoreError
-from runner.logs.store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect
+from ..errors import LogStoreError
+from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ class SideTable:
             self._read_only = store.read_only
         else:
             if store is None:
-                from runner.paths import log_db_path
+                from ..paths import log_db_path
 
                 store = log_db_path()
             self._path = Path(store)

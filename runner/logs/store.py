@@ -29,17 +29,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from runner.errors import ConfigurationError, LogStoreError, NotFoundError
-from runner.logs.migrations import (
+from ..errors import ConfigurationError, LogStoreError, NotFoundError
+from ..paths import log_db_path
+from ..types import ExecutionRequest, ExecutionResult, Resources, Status
+from .migrations import (
     MIGRATIONS,
     Migration,
     apply_migrations,
     latest_version,
     user_version,
 )
-from runner.logs.query import ExecutionFilter, count_executions
-from runner.paths import log_db_path
-from runner.types import ExecutionRequest, ExecutionResult, Resources, Status
+from .query import ExecutionFilter, count_executions
 
 logger = logging.getLogger("runner.logs")
 

@@ -35,8 +35,6 @@ class ReplyProtocol(ABC):
     """Base of the four protocols; see the module docstring."""
 
     name: ClassVar[str]
-    #: code blocks run in one sandbox session per conversation
-    uses_session: ClassVar[bool] = False
     #: a code block that runs but prints nothing is a NO_OUTPUT problem
     require_output: bool = False
     #: after this many failing code blocks in a row, tell the model to reason instead

@@ -53,7 +53,6 @@ AnswerRule = Callable[[str], "str | None"]
 
 class CodeProtocol(ReplyProtocol):
     name = "code"
-    uses_session = True
 
     def __init__(self, answer_rule: AnswerRule = last_boxed, *,
                  answer_format: str = "\\boxed{<answer>}", require_output: bool = False,

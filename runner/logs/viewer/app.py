@@ -35,10 +35,10 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from runner.logs.query import PAGE_SIZE
-from runner.logs.store import LogStore
-from runner.logs.viewer import pages
-from runner.logs.viewer.render import stylesheet
+from ..query import PAGE_SIZE
+from ..store import LogStore
+from . import pages
+from .render import stylesheet
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

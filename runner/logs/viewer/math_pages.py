@@ -25,12 +25,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from runner.errors import ConfigurationError
-from runner.logs.evaluations import EvaluationLog
-from runner.logs.optimizations import OptimizationLog
-from runner.logs.query import Cursor, iso_utc
-from runner.logs.store import LogStore
-from runner.logs.viewer.pages import _param, _render, page
+from ...errors import ConfigurationError
+from ..evaluations import EvaluationLog
+from ..optimizations import OptimizationLog
+from ..query import Cursor, iso_utc
+from ..store import LogStore
+from .pages import _param, _render, page
 
 
 def _png(data: bytes) -> str:
@@ -70,7 +70,7 @@ def evaluations(request: Request, store: LogStore) -> Response:
 
 @page
 def evaluation(request: Request, store: LogStore) -> Response:
-    from runner.math.report import build_report, chart_png
+    from ...math.report import build_report, chart_png
 
     wanted = request.path_params["evaluation_id"]
     log = EvaluationLog(store)
@@ -113,7 +113,7 @@ def trainings(request: Request, store: LogStore) -> Response:
 
 @page
 def training(request: Request, store: LogStore) -> Response:
-    from runner.math.training_report import build_training_report, training_chart_png
+    from ...math.training_report import build_training_report, training_chart_png
 
     wanted = request.path_params["optimization_id"]
     log = OptimizationLog(store)

@@ -28,10 +28,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from runner.errors import ConfigurationError, LogStoreError, NotFoundError, RunnerError
-from runner.logs.agent import AgentLog, load_executions
-from runner.logs.functions import FunctionVersionLog
-from runner.logs.query import (
+from ...errors import ConfigurationError, LogStoreError, NotFoundError, RunnerError
+from ...types import Limits, Status
+from ..agent import AgentLog, load_executions
+from ..functions import FunctionVersionLog
+from ..query import (
     SORT_COLUMNS,
     Cursor,
     ExecutionFilter,
@@ -44,10 +45,9 @@ from runner.logs.query import (
     replays_of,
     run_statuses,
 )
-from runner.logs.render import format_duration
-from runner.logs.store import LogStore
-from runner.logs.viewer import render
-from runner.types import Limits, Status
+from ..render import format_duration
+from ..store import LogStore
+from . import render
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ EXCEPTION_HANDLERS: dict[Any, Callable[[Request, Exception], Any]] = {
 
 
 def routes() -> list[Route]:
-    from runner.logs.viewer import math_pages
+    from . import math_pages
 
     return [
         Route("/", home),
