@@ -103,7 +103,8 @@ def logs_show(execution_id: str, as_json: bool, full: bool, raw: bool) -> None:
     Given an agent run's id, the conversation with the executions it caused, in order.
     A prefix that fits several ids lists them all, runs and executions."""
     from .logs import LogStore, render_execution
-    from .logs.agent import find_agent_run, load_executions, render_agent_run
+    from .logs.agent import find_agent_run, load_executions
+    from .logs.agent_text import render_agent_run
 
     style = _style(raw)
     with LogStore.for_reading() as store:

@@ -21,7 +21,6 @@ a training resumes from whatever it had recorded (`runner.math.optimization`).
 from __future__ import annotations
 
 import builtins
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -29,9 +28,9 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import to_jsonable_python
 
-from ..errors import LogStoreError, NotFoundError
+from ..errors import NotFoundError
+from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import SideTable
 
 
@@ -142,28 +141,7 @@ _ACTION_COLUMNS = ("id", "optimization_id", "epoch", "created_at", "agent_run_id
                    "arguments_json", "function_version_id", "rolled_back")
 
 
-def _json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _time(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
-
-
-def _load(text: str | None, default: Any = None) -> Any:
-    return json.loads(text) if text else default
+_SELECT_OPTIMIZATION = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
 
 
 class OptimizationLog(SideTable):
@@ -175,8 +153,8 @@ class OptimizationLog(SideTable):
 
     def create(self, record: OptimizationRecord) -> None:
         row = {
-            "id": record.id, "created_at": _iso(record.created_at),
-            "finished_at": _iso(record.finished_at), "status": str(record.status),
+            "id": record.id, "created_at": to_iso(record.created_at),
+            "finished_at": to_iso(record.finished_at), "status": str(record.status),
             "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
             "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
             "method": record.method, "model": record.model, "base_url": record.base_url,
@@ -184,26 +162,26 @@ class OptimizationLog(SideTable):
             "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
             "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
             "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
-            "best_functions_json": _json(record.best_functions),
-            "settings_json": _json(record.settings), "error_json": _json(record.error)}
+            "best_functions_json": to_json(record.best_functions),
+            "settings_json": to_json(record.settings), "error_json": to_json(record.error)}
         sql = (f"INSERT INTO optimizations ({', '.join(_OPT_COLUMNS)}) "
-               f"VALUES ({', '.join(':' + c for c in _OPT_COLUMNS)})")
+               f"VALUES ({named_marks(_OPT_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
 
     def set_status(self, optimization_id: str, status: OptimizationStatus, *,
                    stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
-        finished = _now() if status is OptimizationStatus.FINISHED else None
+        finished = now_iso() if status is OptimizationStatus.FINISHED else None
         self._run(lambda conn: conn.execute(
             "UPDATE optimizations SET status = ?, stop_reason = ?, error_json = ?, "
             "finished_at = ? WHERE id = ?",
-            (str(status), stop_reason, _json(error), finished, optimization_id)), "write to")
+            (str(status), stop_reason, to_json(error), finished, optimization_id)), "write to")
 
     def set_best(self, optimization_id: str, *, epoch: int, success_rate: float,
                  functions: dict[str, Any]) -> None:
         self._run(lambda conn: conn.execute(
             "UPDATE optimizations SET best_epoch = ?, best_success_rate = ?, "
             "best_functions_json = ? WHERE id = ?",
-            (epoch, success_rate, _json(functions), optimization_id)), "write to")
+            (epoch, success_rate, to_json(functions), optimization_id)), "write to")
 
     def start_epoch(self, optimization_id: str, epoch: int, *, functions: dict[str, Any],
                     status: str) -> None:
@@ -211,7 +189,7 @@ class OptimizationLog(SideTable):
         self._run(lambda conn: conn.execute(
             "INSERT OR IGNORE INTO optimization_epochs (optimization_id, epoch, status, "
             "started_at, functions_json) VALUES (?, ?, ?, ?, ?)",
-            (optimization_id, epoch, status, _now(), _json(functions))), "write to")
+            (optimization_id, epoch, status, now_iso(), to_json(functions))), "write to")
 
     def record_step_run(self, optimization_id: str, epoch: int, actions: Sequence[NewAction], *,
                         functions: dict[str, Any]) -> None:
@@ -219,25 +197,18 @@ class OptimizationLog(SideTable):
         names = [c for c in _ACTION_COLUMNS if c not in ("id", "rolled_back")]
         sql = (f"INSERT INTO optimization_actions ({', '.join(names)}) "
                f"VALUES ({', '.join('?' for _ in names)})")
-        now = _now()
+        now = now_iso()
         rows = [(optimization_id, epoch, now, a.agent_run_id, a.agent_turn, a.outcome, a.action,
-                 a.function, a.code, a.reason, _json(a.spec) if a.spec is not None else None,
-                 _json(a.arguments), a.function_version_id) for a in actions]
+                 a.function, a.code, a.reason, to_json(a.spec) if a.spec is not None else None,
+                 to_json(a.arguments), a.function_version_id) for a in actions]
 
         def work(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(sql, rows)
-                conn.execute("UPDATE optimization_epochs SET functions_json = ? "
-                             "WHERE optimization_id = ? AND epoch = ?",
-                             (_json(functions), optimization_id, epoch))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            conn.executemany(sql, rows)
+            conn.execute("UPDATE optimization_epochs SET functions_json = ? "
+                         "WHERE optimization_id = ? AND epoch = ?",
+                         (to_json(functions), optimization_id, epoch))
 
-        self._run(work, "write to")
+        self._run_transaction(work)
 
     def end_step(self, optimization_id: str, epoch: int, *, step_end: str,
                  functions: dict[str, Any]) -> None:
@@ -245,7 +216,7 @@ class OptimizationLog(SideTable):
         self._run(lambda conn: conn.execute(
             "UPDATE optimization_epochs SET status = 'evaluate', step_end = ?, functions_json = ? "
             "WHERE optimization_id = ? AND epoch = ?",
-            (step_end, _json(functions), optimization_id, epoch)), "write to")
+            (step_end, to_json(functions), optimization_id, epoch)), "write to")
 
     def set_evaluation(self, optimization_id: str, epoch: int, evaluation_id: str) -> None:
         self._run(lambda conn: conn.execute(
@@ -256,44 +227,23 @@ class OptimizationLog(SideTable):
                      correct: int | None, total: int | None, success_rate: float | None) -> None:
         """The measurement and the decision; an epoch rolled back marks its actions too."""
         def work(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(
-                    "UPDATE optimization_epochs SET status = 'done', finished_at = ?, outcome = ?, "
-                    "correct = ?, total = ?, success_rate = ? WHERE optimization_id = ? AND epoch = ?",
-                    (_now(), outcome, correct, total, success_rate, optimization_id, epoch))
-                if outcome == "rolled_back":
-                    conn.execute("UPDATE optimization_actions SET rolled_back = 1 WHERE "
-                                 "optimization_id = ? AND epoch = ? AND outcome = 'accepted'",
-                                 (optimization_id, epoch))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            conn.execute(
+                "UPDATE optimization_epochs SET status = 'done', finished_at = ?, outcome = ?, "
+                "correct = ?, total = ?, success_rate = ? WHERE optimization_id = ? AND epoch = ?",
+                (now_iso(), outcome, correct, total, success_rate, optimization_id, epoch))
+            if outcome == "rolled_back":
+                conn.execute("UPDATE optimization_actions SET rolled_back = 1 WHERE "
+                             "optimization_id = ? AND epoch = ? AND outcome = 'accepted'",
+                             (optimization_id, epoch))
 
-        self._run(work, "write to")
+        self._run_transaction(work)
 
     # -- reading -----------------------------------------------------------------------------
 
     def find(self, id_or_prefix: str) -> OptimizationRecord | None:
         """The training with this id, or the only one whose id starts with it."""
-        wanted = id_or_prefix.strip().upper()
-        if not wanted:
-            return None
-        select = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
-        rows = self._run(lambda conn: conn.execute(f"{select} WHERE id = ?", (wanted,)).fetchall(),
-                         "read")
-        if not rows:
-            pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            rows = self._run(lambda conn: conn.execute(
-                f"{select} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 6", (pattern,)).fetchall(),
-                "read")
-            if len(rows) > 1:
-                shown = ", ".join(r[0] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-                raise NotFoundError(f"{id_or_prefix!r} matches several trainings ({shown})",
-                                    fix="type more characters of the id")
-        return _optimization(rows[0]) if rows else None
+        row = self._find_row(_SELECT_OPTIMIZATION, id_or_prefix, "trainings")
+        return _optimization(row) if row is not None else None
 
     def get(self, id_or_prefix: str) -> OptimizationRecord:
         record = self.find(id_or_prefix)
@@ -305,16 +255,7 @@ class OptimizationLog(SideTable):
     def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
              ) -> builtins.list[OptimizationRecord]:
         """Trainings, newest first; with `before` (created_at, id), the ones after it."""
-        sql = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
-        params: builtins.list[Any] = []
-        if before is not None:
-            sql += " WHERE (created_at, id) < (?, ?)"
-            params += [*before]
-        sql += " ORDER BY created_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
+        rows = self._newest(_SELECT_OPTIMIZATION, "created_at", before=before, limit=limit)
         return [_optimization(row) for row in rows]
 
     def epochs(self, optimization_id: str) -> builtins.list[EpochRecord]:
@@ -350,7 +291,7 @@ class OptimizationLog(SideTable):
             "e.epoch", (set_name,)).fetchall(), "read")
         scores: dict[tuple[str, int], builtins.list[tuple[str, int, float]]] = {}
         for optimization_id, epoch, rate, functions_json in rows:
-            functions = (_load(functions_json, {}) or {}).get("functions") or []
+            functions = (from_json(functions_json, {}) or {}).get("functions") or []
             for function in functions:
                 name, version = function.get("name"), function.get("version")
                 if isinstance(name, str) and isinstance(version, int):
@@ -364,7 +305,7 @@ def _optimization(row: Sequence[Any]) -> OptimizationRecord:
     try:
         return OptimizationRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=_time(r["finished_at"]), status=OptimizationStatus(r["status"]),
+            finished_at=from_iso(r["finished_at"]), status=OptimizationStatus(r["status"]),
             stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"],
@@ -372,19 +313,18 @@ def _optimization(row: Sequence[Any]) -> OptimizationRecord:
             backend=r["backend"], set_name=r["set_name"], out_path=r["out_path"],
             epochs=r["epochs"], best_epoch=r["best_epoch"],
             best_success_rate=r["best_success_rate"],
-            best_functions=_load(r["best_functions_json"]),
-            settings=_load(r["settings_json"], {}) or {}, error=_load(r["error_json"]))
+            best_functions=from_json(r["best_functions_json"]),
+            settings=from_json(r["settings_json"], {}) or {}, error=from_json(r["error_json"]))
     except ValueError as exc:
-        raise LogStoreError(f"training {r['id']} in the log database cannot be read: {exc}",
-                            fix="the row was probably edited by hand; fix or delete it") from exc
+        raise unreadable(f"training {r['id']}", exc) from exc
 
 
 def _epoch(row: Sequence[Any]) -> EpochRecord:
     r = dict(zip(_EPOCH_COLUMNS, row, strict=True))
     return EpochRecord(
         optimization_id=r["optimization_id"], epoch=r["epoch"], status=r["status"],
-        started_at=datetime.fromisoformat(r["started_at"]), finished_at=_time(r["finished_at"]),
-        functions=_load(r["functions_json"], {}) or {}, step_end=r["step_end"],
+        started_at=datetime.fromisoformat(r["started_at"]), finished_at=from_iso(r["finished_at"]),
+        functions=from_json(r["functions_json"], {}) or {}, step_end=r["step_end"],
         evaluation_id=r["evaluation_id"], correct=r["correct"], total=r["total"],
         success_rate=r["success_rate"], outcome=r["outcome"])
 
@@ -396,5 +336,5 @@ def _action(row: Sequence[Any]) -> ActionRecord:
         created_at=datetime.fromisoformat(r["created_at"]), agent_run_id=r["agent_run_id"],
         agent_turn=r["agent_turn"], outcome=r["outcome"], action=r["action"],
         function=r["function"], code=r["code"], reason=r["reason"] or "",
-        spec=_load(r["spec_json"]), arguments=_load(r["arguments_json"]),
+        spec=from_json(r["spec_json"]), arguments=from_json(r["arguments_json"]),
         function_version_id=r["function_version_id"], rolled_back=bool(r["rolled_back"]))

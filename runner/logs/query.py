@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigurationError
 from ..types import Status
+from .rows import rows_by_id
 
 # Markers snippet() puts around matched words: private-use characters that the renderers
 # turn into highlighting after escaping, never into markup taken from the text itself.
@@ -435,10 +436,8 @@ def find_ids(conn: sqlite3.Connection, prefix: str, *, limit: int = 6) -> dict[s
         exact = conn.execute(f"SELECT id FROM {table} WHERE id = ?", (wanted,)).fetchall()
         if exact:
             return {**{k: [] for k in found}, kind: [exact[0][0]]}
-    pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     for kind, table in (("execution", "executions"), ("agent_run", "agent_runs")):
-        rows = conn.execute(f"SELECT id FROM {table} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT ?",
-                            (pattern, limit)).fetchall()
+        rows = rows_by_id(conn, f"SELECT id FROM {table}", wanted, limit=limit)
         found[kind] = [str(r[0]) for r in rows]
     return found
 

@@ -83,7 +83,7 @@ def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict
         ("stdout", original.stdout, replay.stdout),
         ("stderr", original.stderr, replay.stderr),
         ("output truncated", _flags(original), _flags(replay)),
-        ("return value", _json(original.return_value), _json(replay.return_value)),
+        ("return value", _pretty_json(original.return_value), _pretty_json(replay.return_value)),
         ("error", _error(original), _error(replay)),
     ]
     diffs = []
@@ -105,7 +105,7 @@ def _flags(result: ExecutionResult) -> str:
     return f"stdout {result.stdout_truncated}, stderr {result.stderr_truncated}"
 
 
-def _json(value: Any) -> str:
+def _pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1, default=repr)
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from ..errors import LogStoreError
-from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect
+from ..errors import LogStoreError, NotFoundError
+from .rows import rows_by_id, shown_ids
+from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect, transaction
 
 T = TypeVar("T")
 
@@ -61,6 +62,45 @@ class SideTable:
                 raise self._error(verb, exc) from exc
             finally:
                 conn.close()
+
+    def _run_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one write transaction (all or nothing) on a connection of its own."""
+        def transacted(conn: sqlite3.Connection) -> T:
+            with transaction(conn):
+                return work(conn)
+
+        return self._run(transacted, "write to")
+
+    def _find_row(self, select: str, id_or_prefix: str, plural: str) -> Sequence[Any] | None:
+        """The row with this id, or the only one whose id starts with it (any case); None
+        when none does. `select` is `SELECT ... FROM table`; `plural` names its rows in the
+        error for a prefix that fits several."""
+        wanted = id_or_prefix.strip().upper()
+        if not wanted:
+            return None
+        rows = self._run(lambda conn: rows_by_id(conn, select, wanted), "read")
+        if len(rows) > 1:
+            raise NotFoundError(f"{id_or_prefix!r} matches several {plural} "
+                                f"({shown_ids([r[0] for r in rows])})",
+                                fix="type more characters of the id")
+        return rows[0] if rows else None
+
+    def _newest(self, select: str, time_column: str, *, where: Sequence[tuple[str, Any]] = (),
+                before: tuple[str, str] | None = None, limit: int | None = None) -> list[Any]:
+        """Rows newest first (by `time_column`, then id). `where` holds (clause, value)
+        pairs; with `before` (time, id), only the rows after that one in this order (the
+        next page)."""
+        clauses = [clause for clause, _ in where]
+        params: list[Any] = [value for _, value in where]
+        if before is not None:
+            clauses.append(f"({time_column}, id) < (?, ?)")
+            params += [*before]
+        sql = select + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql += f" ORDER BY {time_column} DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
 
     def _error(self, verb: str, exc: sqlite3.Error) -> LogStoreError:
         return LogStoreError(f"cannot {verb} {self.what} in {self._path}: {exc}",
