@@ -22,7 +22,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import LogStoreError
-from .query import iso_utc
+from .rows import to_iso
 from .store import LogStore
 
 
@@ -59,7 +59,7 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
           ) -> PruneReport:
     """Delete what started before `before` (see the module docstring); with `dry_run`,
     only count it."""
-    cut = {"cut": iso_utc(before)}
+    cut = {"cut": to_iso(before)}
     size_before = _size(store)
 
     def count(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:

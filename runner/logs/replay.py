@@ -37,11 +37,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..agent.run import AgentRun
 from ..errors import NotFoundError
 from ..types import ExecutionResult, Status
+from ..worker import error_types
 from .agent import find_agent_run
 from .store import ExecutionRecord, LogStore
 
 # Errors that mean "refused by the host before running" (runner.functions.call).
-_REFUSED_BEFORE_RUNNING = frozenset({"InvalidArguments", "UnknownFunction"})
+_REFUSED_BEFORE_RUNNING = error_types.REFUSED_BEFORE_RUNNING
 
 
 class Verdict(StrEnum):

@@ -59,15 +59,16 @@ from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
 from ..types import Limits
-from .datasets import DATASETS, Dataset, load_dataset
-from .evaluation import (
-    ProgressListener,
-    _check_server,
-    _llm_from,
-    _llm_settings,
-    _sha256,
-    evaluate,
-    resume_evaluation,
+from .datasets import DATASETS, Dataset, file_sha256, load_dataset
+from .evaluation import ProgressListener, evaluate, resume_evaluation
+from .jobs import (
+    FATAL_LLM_CODES,
+    Stop,
+    check_server,
+    error_dict,
+    llm_from,
+    llm_settings,
+    opened_store,
 )
 from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, load_functions
 from .report import EvaluationReport
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 __all__ = ["TrainingError", "TrainingListener", "optimize", "parse_train_spec",
            "resume_optimization", "training_report"]
 
-_FATAL_LLM_CODES = frozenset({"LLM_UNAVAILABLE", "LLM_AUTHENTICATION"})
 _SHOWN_ROLLED_BACK = 5  # the latest rolled-back steps shown to the optimizer
 TRAINING_METHODS = ("mathchat", "pot")  # the methods that use functions
 
@@ -142,12 +142,6 @@ def _load_training_data(dataset: str | Path | Dataset, split: str | None,
     return loaded
 
 
-def _open_store(log_store: LogStore | Path | str | None) -> tuple[LogStore, bool]:
-    if isinstance(log_store, LogStore):
-        return log_store, False
-    return LogStore(log_store), True
-
-
 def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
              model: str | None = None, base_url: str | None = None, api_key: str | None = None,
              llm_options: dict[str, Any] | None = None, optimizer_llm: ChatModel | None = None,
@@ -189,25 +183,25 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
                                  fix=f"train with one of: {', '.join(TRAINING_METHODS)}")
     starting = load_functions(functions)
     loaded = _load_training_data(train, split, types, levels)
-    agent_llm = _llm_from(llm, model=model, base_url=base_url, api_key=api_key,
-                          llm_options=llm_options)
-    optimizer_chat = optimizer_llm or _llm_from(
+    agent_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
+                         llm_options=llm_options)
+    optimizer_chat = optimizer_llm or llm_from(
         None, model=optimizer_model or getattr(agent_llm, "model", None),
         base_url=optimizer_base_url or getattr(agent_llm, "base_url", None),
         api_key=optimizer_api_key or api_key,
         llm_options=optimizer_llm_options if optimizer_llm_options is not None else llm_options)
     Optimizer(optimizer_chat, protocol=optimizer_protocol, max_actions=max_actions,
               max_tries=max_tries, history_tokens=history_tokens)  # checks the settings now
-    _check_server(agent_llm)
+    check_server(agent_llm)
     if optimizer_chat is not agent_llm:
-        _check_server(optimizer_chat)
+        check_server(optimizer_chat)
     out_path = str(Path(out).resolve()) if out is not None else None
     if out_path is not None and not Path(out_path).parent.is_dir():
         raise ConfigurationError(f"cannot save the trained set to {out}: its directory does "
                                  "not exist", fix="create the directory, or pass another --out")
     record = OptimizationRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
-        dataset_sha256=_sha256(loaded.path), method=method,
+        dataset_sha256=file_sha256(loaded.path), method=method,
         model=getattr(agent_llm, "model", None), base_url=getattr(agent_llm, "base_url", None),
         optimizer_model=getattr(optimizer_chat, "model", None),
         optimizer_base_url=getattr(optimizer_chat, "base_url", None), backend=backend,
@@ -221,10 +215,9 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
             "native_tools": native_tools, "max_actions": max_actions, "max_tries": max_tries,
             "patience": patience, "show_rolled_back": show_rolled_back,
             "history_tokens": history_tokens, "optimizer_protocol": optimizer_protocol,
-            "llm": _llm_settings(agent_llm), "optimizer_llm": _llm_settings(optimizer_chat),
+            "llm": llm_settings(agent_llm), "optimizer_llm": llm_settings(optimizer_chat),
             "starting_functions": starting.to_dict() if starting is not None else None})
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         OptimizationLog(store).create(record)
         working = FunctionSet(record.set_name, log_store=store)
         for spec in starting or ():
@@ -236,9 +229,6 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=False)
-    finally:
-        if owns_store:
-            store.close()
 
 
 def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
@@ -254,8 +244,7 @@ def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
                         backend_options: dict[str, Any] | None = None) -> TrainingReport:
     """Go on with an interrupted training, with its own settings (see the module docstring).
     The models and servers are the training's own unless given; API keys are never stored."""
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         log = OptimizationLog(store)
         record = log.get(optimization_id)
         if record.status is OptimizationStatus.FINISHED:
@@ -265,22 +254,22 @@ def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
         loaded = _load_training_data(source, record.split,
                                      record.settings.get("sample", {}).get("filters", {}).get("types"),
                                      record.settings.get("sample", {}).get("filters", {}).get("levels"))
-        if _sha256(loaded.path) != record.dataset_sha256:
+        if file_sha256(loaded.path) != record.dataset_sha256:
             raise TrainingError(f"the training problems in {loaded.path} changed since training "
                                 f"{record.id} began; its epochs would not be comparable",
                                 fix="restore the file, or start a new training")
         settings = record.settings
         options = {**settings.get("llm", {}), **(llm_options or {})}
-        agent_llm = _llm_from(llm, model=model or record.model,
-                              base_url=base_url or record.base_url, api_key=api_key,
-                              llm_options=options)
-        optimizer_chat = optimizer_llm or _llm_from(
+        agent_llm = llm_from(llm, model=model or record.model,
+                             base_url=base_url or record.base_url, api_key=api_key,
+                             llm_options=options)
+        optimizer_chat = optimizer_llm or llm_from(
             None, model=optimizer_model or record.optimizer_model,
             base_url=optimizer_base_url or record.optimizer_base_url,
             api_key=optimizer_api_key or api_key,
             llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
-        _check_server(agent_llm)
-        _check_server(optimizer_chat)
+        check_server(agent_llm)
+        check_server(optimizer_chat)
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
         log.set_status(record.id, OptimizationStatus.RUNNING)
@@ -288,29 +277,14 @@ def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=True)
-    finally:
-        if owns_store:
-            store.close()
 
 
 def training_report(optimization_id: str, *,
                     log_store: LogStore | Path | str | None = None) -> TrainingReport:
     """The report of a training as it stands (finished or not)."""
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         log = OptimizationLog(store)
         return build_training_report(log, log.get(optimization_id))
-    finally:
-        if owns_store:
-            store.close()
-
-
-class _Stop(Exception):
-    """Ends the training early, resumably, with this error."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error.get("message"))
-        self.error = error
 
 
 class _Training:
@@ -353,11 +327,10 @@ class _Training:
                 "code": "INTERRUPTED", "message": "stopped by the user",
                 "fix": f"runner math optimize --resume {self.record.id}"})
             raise
-        except _Stop as stop:
+        except Stop as stop:
             status, error = OptimizationStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
-            status = OptimizationStatus.INTERRUPTED
-            error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
+            status, error = OptimizationStatus.INTERRUPTED, error_dict(exc)
         if error is not None:
             error = {**error, "resume": f"runner math optimize --resume {self.record.id}"}
         self.log.set_status(self.record.id, status, stop_reason=stop_reason, error=error)
@@ -425,8 +398,8 @@ class _Training:
         result = optimizer.step(conversations, statistics, current, start=working,
                                 actions_taken=len(taken), rolled_back=self._rolled_back(),
                                 max_actions=limit, on_run=recorded)
-        if result.error is not None and result.error.get("code") in _FATAL_LLM_CODES:
-            raise _Stop(result.error)  # the step stays open: a resume asks again
+        if result.error is not None and result.error.get("code") in FATAL_LLM_CODES:
+            raise Stop(result.error)  # the step stays open: a resume asks again
         self.log.end_step(self.record.id, epoch.epoch, step_end=result.ended,
                           functions=working.to_dict())
 
@@ -525,7 +498,7 @@ class _Training:
                               max_output_chars=DEFAULT_MAX_OUTPUT_CHARS, log_store=self.store,
                               progress=listener, backend_options=options, on_created=created)
         if report.pending:
-            raise _Stop(report.record.error or {"code": "EVALUATION", "message":
+            raise Stop(report.record.error or {"code": "EVALUATION", "message":
                                                 f"epoch {epoch.epoch}'s evaluation stopped early"})
         return report
 

@@ -28,7 +28,8 @@ from starlette.routing import Route
 from ...errors import ConfigurationError
 from ..evaluations import EvaluationLog
 from ..optimizations import OptimizationLog
-from ..query import Cursor, iso_utc
+from ..query import Cursor
+from ..rows import to_iso
 from ..store import LogStore
 from .pages import _param, _render, page
 
@@ -49,7 +50,7 @@ def _next(records: list[Any], size: int) -> str | None:
     if len(records) <= size:
         return None
     last = records[size - 1]
-    return Cursor(value=iso_utc(last.created_at), id=last.id).encode()
+    return Cursor(value=to_iso(last.created_at), id=last.id).encode()
 
 
 # -- evaluations -----------------------------------------------------------------------------
