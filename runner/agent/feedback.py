@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..packages import PACKAGE_REFUSED
 from ..types import ExecutionResult, Status
+from ..worker import error_types
 
 DEFAULT_MAX_CHARS = 3000
 _TAIL_LINES = 12
@@ -299,7 +299,7 @@ def problem_for_result(result: ExecutionResult, *, label: str, spec: Any = None,
                      f"{_compact(spec.parameters)}. {template}" if spec is not None else template)
     output_tail = last_lines(_output(result)) if _output(result).strip() else ""
 
-    if result.status is Status.INVALID_ARGS and error_type == "UnknownFunction":
+    if result.status is Status.INVALID_ARGS and error_type == error_types.UNKNOWN_FUNCTION:
         available = list(detail.get("available") or [])
         return Feedback(code=ErrorCode.UNKNOWN_FUNCTION, message=message,
                         details={"available": available}, reminder=template,
@@ -327,8 +327,8 @@ def problem_for_result(result: ExecutionResult, *, label: str, spec: Any = None,
                         reminder=_fix_reminder(kind, "use less memory (smaller data, generators)",
                                                reference, template),
                         execution_id=result.id)
-    if (result.status is Status.INSTALL_FAILED or error_type in (PACKAGE_REFUSED,
-                                                                 "ModuleNotFoundError")):
+    if (result.status is Status.INSTALL_FAILED or error_type in (error_types.PACKAGE_UNAVAILABLE,
+                                                                 ModuleNotFoundError.__name__)):
         return Feedback(code=ErrorCode.PACKAGE_UNAVAILABLE, message=f"{label} failed: {message}",
                         details={"error": f"{error_type}: {message}" if error_type else ""},
                         reminder=_fix_reminder(kind, "use only the modules that are available",

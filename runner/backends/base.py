@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from ..errors import BackendUnavailableError, UnknownBackendError
 from ..types import ExecutionRequest, ExecutionResult, Status
+from ..worker import error_types
 
 
 class Backend(Protocol):
@@ -29,7 +30,7 @@ class Backend(Protocol):
 # actor holding the sandbox there) went away mid-run, or no node could take the run. They
 # say nothing about the code, and a sandboxed run leaves nothing behind, so a caller that
 # counts outcomes (an evaluation) runs such a request again instead of counting it.
-LOST_RUN_ERRORS = frozenset({"NodeLost", "NoCapacity"})
+LOST_RUN_ERRORS = error_types.LOST_RUN
 
 
 def run_was_lost(result: ExecutionResult) -> bool:
