@@ -201,13 +201,13 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
     A version that a training measured shows the epochs and success rates it had."""
     from .functions.render import render_history
     from .logs import FunctionVersionLog
-    from .logs.optimizations import OptimizationLog
+    from .logs.trainings import TrainingLog
     from .paths import log_db_path
 
     if set_name is not None and Path(set_name).is_file():
         set_name = _load_set(set_name).name
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
-    trainings = OptimizationLog(log_db_path())
+    trainings = TrainingLog(log_db_path())
     scores = {(name, *key): value for name in dict.fromkeys(r.set_name for r in records)
               for key, value in trainings.version_scores(name).items()}
     if as_json:

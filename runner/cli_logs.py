@@ -273,8 +273,8 @@ def logs_prune(before: datetime, dry_run: bool) -> None:
     verb = "would delete" if dry_run else "deleted"
     _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
           f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}"
-          + (f", {report.evaluations:,} evaluations and {report.optimizations:,} trainings"
-             if report.evaluations or report.optimizations else ""))
+          + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
+             if report.evaluations or report.trainings else ""))
     if not dry_run:
         _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
 

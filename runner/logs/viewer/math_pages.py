@@ -27,10 +27,10 @@ from starlette.routing import Route
 
 from ...errors import ConfigurationError
 from ..evaluations import EvaluationLog
-from ..optimizations import OptimizationLog
 from ..query import Cursor
 from ..rows import to_iso
 from ..store import LogStore
+from ..trainings import TrainingLog
 from .pages import _param, _render, page
 
 
@@ -65,7 +65,7 @@ def evaluations(request: Request, store: LogStore) -> Response:
     shown = records[:size]
     return _render(request, "evaluations.html", {
         "records": shown, "progress": log.progress([r.id for r in shown]),
-        "trainings": {r.id: OptimizationLog(store).for_evaluation(r.id) for r in shown},
+        "trainings": {r.id: TrainingLog(store).for_evaluation(r.id) for r in shown},
         "page": {"next_cursor": _next(records, size)}, "first_page": cursor is None})
 
 
@@ -96,7 +96,7 @@ def evaluation(request: Request, store: LogStore) -> Response:
         "chart": _png(chart_png(report)) if report.total else None,
         "items": items[:size], "next_after": items[size - 1].position if len(items) > size else None,
         "first_page": after is None, "correct": verdict,
-        "training": OptimizationLog(store).for_evaluation(record.id)})
+        "training": TrainingLog(store).for_evaluation(record.id)})
 
 
 # -- trainings -------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def evaluation(request: Request, store: LogStore) -> Response:
 def trainings(request: Request, store: LogStore) -> Response:
     size = request.app.state.page_size
     cursor, before = _before(request)
-    records = OptimizationLog(store).list(limit=size + 1, before=before)
+    records = TrainingLog(store).list(limit=size + 1, before=before)
     return _render(request, "trainings.html", {
         "records": records[:size], "page": {"next_cursor": _next(records, size)},
         "first_page": cursor is None})
@@ -116,8 +116,8 @@ def trainings(request: Request, store: LogStore) -> Response:
 def training(request: Request, store: LogStore) -> Response:
     from ...math.training_report import build_training_report, training_chart_png
 
-    wanted = request.path_params["optimization_id"]
-    log = OptimizationLog(store)
+    wanted = request.path_params["training_id"]
+    log = TrainingLog(store)
     record = log.get(wanted)
     if record.id != wanted:
         return RedirectResponse(f"/trainings/{record.id}", 302)
@@ -138,5 +138,5 @@ def routes() -> list[Route]:
         Route("/evaluations", evaluations),
         Route("/evaluations/{evaluation_id}", evaluation),
         Route("/trainings", trainings),
-        Route("/trainings/{optimization_id}", training),
+        Route("/trainings/{training_id}", training),
     ]

@@ -1,12 +1,12 @@
 """Training a math agent's function list with the AgentOptimizer: epochs, rollbacks, early stop.
 
-    from runner.math import optimize
-    result = optimize("math:train:Algebra", limit=20, epochs=5, model="m", base_url=url,
-                      optimizer_model="m2", out="learned.json")
+    from runner.math import train
+    result = train("math:train:Algebra", limit=20, epochs=5, model="m", base_url=url,
+                   optimizer_model="m2", out="learned.json")
     result.functions          # the best FunctionSet (also saved to learned.json)
     result.history            # per epoch: success rate, actions, refusals, rolled back or not
 
-How a training goes (every step is in the log: `runner.logs.optimizations`):
+How a training goes (every step is in the log: `runner.logs.trainings`):
 
 - Epoch 0 measures the starting set (`functions`, often none): an evaluation of the
   training problems (`runner.math.evaluation`: every conversation logged, every answer
@@ -24,7 +24,7 @@ How a training goes (every step is in the log: `runner.logs.optimizations`):
   shows each version with its diff, and the epochs that measured it with their scores.
   The best set is saved (atomically, after each decision) to `out`: a function-set file
   that `runner agent`, `runner call` and `runner math eval --functions` load as it is.
-- `resume_optimization(ID)` goes on from what the log holds: an evaluation in progress is
+- `resume_training(ID)` goes on from what the log holds: an evaluation in progress is
   resumed (`resume_evaluation`), a step in progress keeps its accepted actions and asks
   for the rest, a decision not yet written is made again.
 
@@ -45,14 +45,14 @@ from ..ids import new_id
 from ..logs.agent import AgentLog
 from ..logs.evaluations import EvaluationLog, EvaluationRecord, ItemRecord
 from ..logs.functions import Author, FunctionVersionLog
-from ..logs.optimizations import (
+from ..logs.store import LogStore
+from ..logs.trainings import (
     EpochRecord,
     NewAction,
-    OptimizationLog,
-    OptimizationRecord,
-    OptimizationStatus,
+    TrainingLog,
+    TrainingRecord,
+    TrainingStatus,
 )
-from ..logs.store import LogStore
 from ..optimizer import Conversation, Optimizer, OptimizerRun, RolledBack, Statistics
 from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
 from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
@@ -77,8 +77,8 @@ from .training_report import EpochSummary, TrainingReport, build_training_report
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
 
-__all__ = ["TrainingError", "TrainingListener", "optimize", "parse_train_spec",
-           "resume_optimization", "training_report"]
+__all__ = ["TrainingError", "TrainingListener", "parse_train_spec", "resume_training", "train",
+           "training_report"]
 
 _SHOWN_ROLLED_BACK = 5  # the latest rolled-back steps shown to the optimizer
 TRAINING_METHODS = ("mathchat", "pot")  # the methods that use functions
@@ -93,7 +93,7 @@ class TrainingError(RunnerError):
 class TrainingListener(Protocol):
     """What a training reports as it goes (the CLI's progress lines)."""
 
-    def started(self, record: OptimizationRecord, *, resumed: bool) -> None: ...
+    def started(self, record: TrainingRecord, *, resumed: bool) -> None: ...
 
     def evaluation(self, epoch: int) -> ProgressListener | None:
         """The listener of this epoch's evaluation (a progress bar), if any."""
@@ -142,26 +142,26 @@ def _load_training_data(dataset: str | Path | Dataset, split: str | None,
     return loaded
 
 
-def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
-             model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-             llm_options: dict[str, Any] | None = None, optimizer_llm: ChatModel | None = None,
-             optimizer_model: str | None = None, optimizer_base_url: str | None = None,
-             optimizer_api_key: str | None = None,
-             optimizer_llm_options: dict[str, Any] | None = None, split: str | None = None,
-             types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
-             limit: int | None = None, seed: int | None = None, epochs: int = 5,
-             functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
-             backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
-             limits: Limits | None = None, budget_s: float | None = 120.0,
-             native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
-             max_tries: int = DEFAULT_MAX_TRIES, patience: int = 2,
-             show_rolled_back: bool = True, history_tokens: int = DEFAULT_HISTORY_TOKENS,
-             optimizer_protocol: str = "auto", out: str | Path | None = None,
-             set_name: str | None = None, log_store: LogStore | Path | str | None = None,
-             progress: TrainingListener | None = None,
-             backend_options: dict[str, Any] | None = None,
-             on_created: Callable[[OptimizationRecord], None] | None = None) -> TrainingReport:
-    """Train a function list on `train` (a dataset spec such as `math:train:Algebra`, a JSONL
+def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
+          model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+          llm_options: dict[str, Any] | None = None, optimizer_llm: ChatModel | None = None,
+          optimizer_model: str | None = None, optimizer_base_url: str | None = None,
+          optimizer_api_key: str | None = None,
+          optimizer_llm_options: dict[str, Any] | None = None, split: str | None = None,
+          types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
+          limit: int | None = None, seed: int | None = None, epochs: int = 5,
+          functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
+          backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
+          limits: Limits | None = None, budget_s: float | None = 120.0,
+          native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
+          max_tries: int = DEFAULT_MAX_TRIES, patience: int = 2,
+          show_rolled_back: bool = True, history_tokens: int = DEFAULT_HISTORY_TOKENS,
+          optimizer_protocol: str = "auto", out: str | Path | None = None,
+          set_name: str | None = None, log_store: LogStore | Path | str | None = None,
+          progress: TrainingListener | None = None,
+          backend_options: dict[str, Any] | None = None,
+          on_created: Callable[[TrainingRecord], None] | None = None) -> TrainingReport:
+    """Train a function list on `problems` (a dataset spec such as `math:train:Algebra`, a JSONL
     path, or a loaded `Dataset`); see the module docstring. Returns the report: its
     `functions` is the best set, its `history` the epochs.
 
@@ -182,7 +182,7 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
         raise ConfigurationError(f"method {method!r} cannot use functions",
                                  fix=f"train with one of: {', '.join(TRAINING_METHODS)}")
     starting = load_functions(functions)
-    loaded = _load_training_data(train, split, types, levels)
+    loaded = _load_training_data(problems, split, types, levels)
     agent_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
                          llm_options=llm_options)
     optimizer_chat = optimizer_llm or llm_from(
@@ -199,7 +199,7 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
     if out_path is not None and not Path(out_path).parent.is_dir():
         raise ConfigurationError(f"cannot save the trained set to {out}: its directory does "
                                  "not exist", fix="create the directory, or pass another --out")
-    record = OptimizationRecord(
+    record = TrainingRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
         dataset_sha256=file_sha256(loaded.path), method=method,
         model=getattr(agent_llm, "model", None), base_url=getattr(agent_llm, "base_url", None),
@@ -218,11 +218,11 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
             "llm": llm_settings(agent_llm), "optimizer_llm": llm_settings(optimizer_chat),
             "starting_functions": starting.to_dict() if starting is not None else None})
     with opened_store(log_store) as store:
-        OptimizationLog(store).create(record)
+        TrainingLog(store).create(record)
         working = FunctionSet(record.set_name, log_store=store)
         for spec in starting or ():
             working.add(spec, by=Author.optimizer(record.id), note="epoch 0: the starting set")
-        OptimizationLog(store).start_epoch(record.id, 0, functions=working.to_dict(),
+        TrainingLog(store).start_epoch(record.id, 0, functions=working.to_dict(),
                                            status="evaluate")
         if on_created is not None:
             on_created(record)
@@ -231,23 +231,23 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
         return training.run(resumed=False)
 
 
-def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
-                        model: str | None = None, base_url: str | None = None,
-                        api_key: str | None = None, llm_options: dict[str, Any] | None = None,
-                        optimizer_llm: ChatModel | None = None,
-                        optimizer_model: str | None = None,
-                        optimizer_base_url: str | None = None,
-                        optimizer_api_key: str | None = None,
-                        concurrency: int | None = None,
-                        log_store: LogStore | Path | str | None = None,
-                        progress: TrainingListener | None = None,
-                        backend_options: dict[str, Any] | None = None) -> TrainingReport:
+def resume_training(training_id: str, *, llm: ChatModel | None = None,
+                    model: str | None = None, base_url: str | None = None,
+                    api_key: str | None = None, llm_options: dict[str, Any] | None = None,
+                    optimizer_llm: ChatModel | None = None,
+                    optimizer_model: str | None = None,
+                    optimizer_base_url: str | None = None,
+                    optimizer_api_key: str | None = None,
+                    concurrency: int | None = None,
+                    log_store: LogStore | Path | str | None = None,
+                    progress: TrainingListener | None = None,
+                    backend_options: dict[str, Any] | None = None) -> TrainingReport:
     """Go on with an interrupted training, with its own settings (see the module docstring).
     The models and servers are the training's own unless given; API keys are never stored."""
     with opened_store(log_store) as store:
-        log = OptimizationLog(store)
-        record = log.get(optimization_id)
-        if record.status is OptimizationStatus.FINISHED:
+        log = TrainingLog(store)
+        record = log.get(training_id)
+        if record.status is TrainingStatus.FINISHED:
             return build_training_report(log, record)
         # A named dataset is found by its name (and split); a file by its path.
         source = record.dataset if record.dataset in DATASETS else record.dataset_path
@@ -272,25 +272,25 @@ def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
         check_server(optimizer_chat)
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
-        log.set_status(record.id, OptimizationStatus.RUNNING)
-        record = record.model_copy(update={"status": OptimizationStatus.RUNNING, "error": None})
+        log.set_status(record.id, TrainingStatus.RUNNING)
+        record = record.model_copy(update={"status": TrainingStatus.RUNNING, "error": None})
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=True)
 
 
-def training_report(optimization_id: str, *,
+def training_report(training_id: str, *,
                     log_store: LogStore | Path | str | None = None) -> TrainingReport:
     """The report of a training as it stands (finished or not)."""
     with opened_store(log_store) as store:
-        log = OptimizationLog(store)
-        return build_training_report(log, log.get(optimization_id))
+        log = TrainingLog(store)
+        return build_training_report(log, log.get(training_id))
 
 
 class _Training:
     """One training run (new or resumed): the loop over epochs and its decisions."""
 
-    def __init__(self, record: OptimizationRecord, store: LogStore, dataset: Dataset,
+    def __init__(self, record: TrainingRecord, store: LogStore, dataset: Dataset,
                  llm: ChatModel, optimizer_llm: ChatModel, progress: TrainingListener | None,
                  backend_options: dict[str, Any] | None) -> None:
         self.record = record
@@ -300,7 +300,7 @@ class _Training:
         self.optimizer_llm = optimizer_llm
         self.progress = progress
         self.backend_options = dict(backend_options or {})
-        self.log = OptimizationLog(store)
+        self.log = TrainingLog(store)
         self.evaluations = EvaluationLog(store)
         self.settings = record.settings
         self.author = Author.optimizer(record.id)
@@ -310,7 +310,7 @@ class _Training:
     def run(self, *, resumed: bool) -> TrainingReport:
         if self.progress is not None:
             self.progress.started(self.record, resumed=resumed)
-        status, stop_reason, error = OptimizationStatus.FINISHED, None, None
+        status, stop_reason, error = TrainingStatus.FINISHED, None, None
         try:
             with Sandbox(backend=self.record.backend, source="optimizer", log_store=self.store,
                          **self.backend_options) as sandbox, \
@@ -323,16 +323,16 @@ class _Training:
                               log=AgentLog(self.store)) as optimizer:
                 stop_reason = self._epochs(optimizer)
         except KeyboardInterrupt:
-            self.log.set_status(self.record.id, OptimizationStatus.INTERRUPTED, error={
+            self.log.set_status(self.record.id, TrainingStatus.INTERRUPTED, error={
                 "code": "INTERRUPTED", "message": "stopped by the user",
-                "fix": f"runner math optimize --resume {self.record.id}"})
+                "fix": f"runner math train --resume {self.record.id}"})
             raise
         except Stop as stop:
-            status, error = OptimizationStatus.INTERRUPTED, stop.error
+            status, error = TrainingStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
-            status, error = OptimizationStatus.INTERRUPTED, error_dict(exc)
+            status, error = TrainingStatus.INTERRUPTED, error_dict(exc)
         if error is not None:
-            error = {**error, "resume": f"runner math optimize --resume {self.record.id}"}
+            error = {**error, "resume": f"runner math train --resume {self.record.id}"}
         self.log.set_status(self.record.id, status, stop_reason=stop_reason, error=error)
         report = build_training_report(self.log, self.log.get(self.record.id))
         if self.progress is not None:
@@ -538,7 +538,7 @@ class _Training:
             self._set(functions, logged=False).save(target)
         except OSError as exc:
             raise TrainingError(f"cannot save the trained set to {target}: {exc.strerror or exc}",
-                                fix=f"make it writable, then runner math optimize --resume "
+                                fix=f"make it writable, then runner math train --resume "
                                     f"{self.record.id}") from exc
 
     def _report_epoch(self, epoch: int) -> None:
@@ -592,3 +592,9 @@ def _detail(item: ItemRecord) -> str:
     if item.answer is None:
         return f"no answer ({item.run_status}); expected {gold}"
     return f"answered {item.answer}, expected {gold}"
+
+
+# The names these had before "training" became the one word for a run of the AgentOptimizer
+# over epochs; kept so that existing callers go on working.
+optimize = train
+resume_optimization = resume_training

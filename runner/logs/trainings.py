@@ -1,21 +1,21 @@
 """AgentOptimizer trainings in the log database: the training, its epochs, every proposed action.
 
-Tables (migration 6):
-- `optimizations`: one row per training: the training problems (and their file's hash),
+Tables (migration 6, renamed by migration 7):
+- `trainings`: one row per training: the training problems (and their file's hash),
   the agent's and the optimizer's models, the backend, the trained set's name, where the
   best set is saved, the best set itself with its epoch and success rate, settings, status;
-- `optimization_epochs`: one row per epoch: the set it measures, how the optimizer's step
+- `training_epochs`: one row per epoch: the set it measures, how the optimizer's step
   that made it ended, the evaluation that measured it (a foreign key to `evaluations`,
   whose items link to every conversation), the success rate and what was decided
   (baseline, improved, kept, rolled_back, unchanged);
-- `optimization_actions`: one row per proposal of the optimizer (accepted or refused, with
+- `training_actions`: one row per proposal of the optimizer (accepted or refused, with
   the feedback code and reason) and per optimizer conversation that proposed nothing (it
   said TERMINATE, or ended otherwise), each with its agent run and turn (foreign keys),
   and, for an accepted one, the function version it made (`function_versions.id`).
 
 An epoch row is written when the epoch starts, its set rewritten as each action of its
 step is accepted, and its measurement and decision written once, when they are known; so
-a training resumes from whatever it had recorded (`runner.math.optimization`).
+a training resumes from whatever it had recorded (`runner.math.training`).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, un
 from .side_table import SideTable
 
 
-class OptimizationStatus(StrEnum):
-    RUNNING = "running"  # (or its process died: `runner math optimize --resume ID` continues it)
+class TrainingStatus(StrEnum):
+    RUNNING = "running"  # (or its process died: `runner math train --resume ID` continues it)
     FINISHED = "finished"
     INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
 
 
-class OptimizationRecord(BaseModel):
+class TrainingRecord(BaseModel):
     """One training's settings and state (epochs and actions are separate)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,7 +48,7 @@ class OptimizationRecord(BaseModel):
     id: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    status: OptimizationStatus = OptimizationStatus.RUNNING
+    status: TrainingStatus = TrainingStatus.RUNNING
     stop_reason: str | None = None
     dataset: str
     split: str | None = None
@@ -73,7 +73,7 @@ class OptimizationRecord(BaseModel):
 class EpochRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    optimization_id: str
+    training_id: str
     epoch: int
     status: str  # step, evaluate, done
     started_at: datetime
@@ -95,7 +95,7 @@ class ActionRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: int
-    optimization_id: str
+    training_id: str
     epoch: int
     created_at: datetime
     agent_run_id: str | None = None
@@ -112,7 +112,7 @@ class ActionRecord(BaseModel):
 
 
 class NewAction(BaseModel):
-    """A row of `optimization_actions` to write."""
+    """A row of `training_actions` to write."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -128,30 +128,30 @@ class NewAction(BaseModel):
     function_version_id: int | None = None
 
 
-_OPT_COLUMNS = ("id", "created_at", "finished_at", "status", "stop_reason", "dataset", "split",
+_TRAINING_COLUMNS = ("id", "created_at", "finished_at", "status", "stop_reason", "dataset", "split",
                 "dataset_path", "dataset_sha256", "method", "model", "base_url",
                 "optimizer_model", "optimizer_base_url", "backend", "set_name", "out_path",
                 "epochs", "best_epoch", "best_success_rate", "best_functions_json",
                 "settings_json", "error_json")
-_EPOCH_COLUMNS = ("optimization_id", "epoch", "status", "started_at", "finished_at",
+_EPOCH_COLUMNS = ("training_id", "epoch", "status", "started_at", "finished_at",
                   "functions_json", "step_end", "evaluation_id", "correct", "total",
                   "success_rate", "outcome")
-_ACTION_COLUMNS = ("id", "optimization_id", "epoch", "created_at", "agent_run_id", "agent_turn",
+_ACTION_COLUMNS = ("id", "training_id", "epoch", "created_at", "agent_run_id", "agent_turn",
                    "outcome", "action", "function", "code", "reason", "spec_json",
                    "arguments_json", "function_version_id", "rolled_back")
 
 
-_SELECT_OPTIMIZATION = f"SELECT {', '.join(_OPT_COLUMNS)} FROM optimizations"
+_SELECT_TRAINING = f"SELECT {', '.join(_TRAINING_COLUMNS)} FROM trainings"
 
 
-class OptimizationLog(SideTable):
+class TrainingLog(SideTable):
     """Reads and writes trainings, their epochs and actions in the log database."""
 
-    what = "the optimization log"
+    what = "the training log"
 
     # -- writing -----------------------------------------------------------------------------
 
-    def create(self, record: OptimizationRecord) -> None:
+    def create(self, record: TrainingRecord) -> None:
         row = {
             "id": record.id, "created_at": to_iso(record.created_at),
             "finished_at": to_iso(record.finished_at), "status": str(record.status),
@@ -164,110 +164,110 @@ class OptimizationLog(SideTable):
             "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
             "best_functions_json": to_json(record.best_functions),
             "settings_json": to_json(record.settings), "error_json": to_json(record.error)}
-        sql = (f"INSERT INTO optimizations ({', '.join(_OPT_COLUMNS)}) "
-               f"VALUES ({named_marks(_OPT_COLUMNS)})")
+        sql = (f"INSERT INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
+               f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
 
-    def set_status(self, optimization_id: str, status: OptimizationStatus, *,
+    def set_status(self, training_id: str, status: TrainingStatus, *,
                    stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
-        finished = now_iso() if status is OptimizationStatus.FINISHED else None
+        finished = now_iso() if status is TrainingStatus.FINISHED else None
         self._run(lambda conn: conn.execute(
-            "UPDATE optimizations SET status = ?, stop_reason = ?, error_json = ?, "
+            "UPDATE trainings SET status = ?, stop_reason = ?, error_json = ?, "
             "finished_at = ? WHERE id = ?",
-            (str(status), stop_reason, to_json(error), finished, optimization_id)), "write to")
+            (str(status), stop_reason, to_json(error), finished, training_id)), "write to")
 
-    def set_best(self, optimization_id: str, *, epoch: int, success_rate: float,
+    def set_best(self, training_id: str, *, epoch: int, success_rate: float,
                  functions: dict[str, Any]) -> None:
         self._run(lambda conn: conn.execute(
-            "UPDATE optimizations SET best_epoch = ?, best_success_rate = ?, "
+            "UPDATE trainings SET best_epoch = ?, best_success_rate = ?, "
             "best_functions_json = ? WHERE id = ?",
-            (epoch, success_rate, to_json(functions), optimization_id)), "write to")
+            (epoch, success_rate, to_json(functions), training_id)), "write to")
 
-    def start_epoch(self, optimization_id: str, epoch: int, *, functions: dict[str, Any],
+    def start_epoch(self, training_id: str, epoch: int, *, functions: dict[str, Any],
                     status: str) -> None:
         """The epoch's row (again, unchanged, if it is already there: a resumed epoch)."""
         self._run(lambda conn: conn.execute(
-            "INSERT OR IGNORE INTO optimization_epochs (optimization_id, epoch, status, "
+            "INSERT OR IGNORE INTO training_epochs (training_id, epoch, status, "
             "started_at, functions_json) VALUES (?, ?, ?, ?, ?)",
-            (optimization_id, epoch, status, now_iso(), to_json(functions))), "write to")
+            (training_id, epoch, status, now_iso(), to_json(functions))), "write to")
 
-    def record_step_run(self, optimization_id: str, epoch: int, actions: Sequence[NewAction], *,
+    def record_step_run(self, training_id: str, epoch: int, actions: Sequence[NewAction], *,
                         functions: dict[str, Any]) -> None:
         """One optimizer conversation's proposals, and the epoch's set after them, together."""
         names = [c for c in _ACTION_COLUMNS if c not in ("id", "rolled_back")]
-        sql = (f"INSERT INTO optimization_actions ({', '.join(names)}) "
+        sql = (f"INSERT INTO training_actions ({', '.join(names)}) "
                f"VALUES ({', '.join('?' for _ in names)})")
         now = now_iso()
-        rows = [(optimization_id, epoch, now, a.agent_run_id, a.agent_turn, a.outcome, a.action,
+        rows = [(training_id, epoch, now, a.agent_run_id, a.agent_turn, a.outcome, a.action,
                  a.function, a.code, a.reason, to_json(a.spec) if a.spec is not None else None,
                  to_json(a.arguments), a.function_version_id) for a in actions]
 
         def work(conn: sqlite3.Connection) -> None:
             conn.executemany(sql, rows)
-            conn.execute("UPDATE optimization_epochs SET functions_json = ? "
-                         "WHERE optimization_id = ? AND epoch = ?",
-                         (to_json(functions), optimization_id, epoch))
+            conn.execute("UPDATE training_epochs SET functions_json = ? "
+                         "WHERE training_id = ? AND epoch = ?",
+                         (to_json(functions), training_id, epoch))
 
         self._run_transaction(work)
 
-    def end_step(self, optimization_id: str, epoch: int, *, step_end: str,
+    def end_step(self, training_id: str, epoch: int, *, step_end: str,
                  functions: dict[str, Any]) -> None:
         """The step is over: the epoch goes on to its measurement."""
         self._run(lambda conn: conn.execute(
-            "UPDATE optimization_epochs SET status = 'evaluate', step_end = ?, functions_json = ? "
-            "WHERE optimization_id = ? AND epoch = ?",
-            (step_end, to_json(functions), optimization_id, epoch)), "write to")
+            "UPDATE training_epochs SET status = 'evaluate', step_end = ?, functions_json = ? "
+            "WHERE training_id = ? AND epoch = ?",
+            (step_end, to_json(functions), training_id, epoch)), "write to")
 
-    def set_evaluation(self, optimization_id: str, epoch: int, evaluation_id: str) -> None:
+    def set_evaluation(self, training_id: str, epoch: int, evaluation_id: str) -> None:
         self._run(lambda conn: conn.execute(
-            "UPDATE optimization_epochs SET evaluation_id = ? WHERE optimization_id = ? AND "
-            "epoch = ?", (evaluation_id, optimization_id, epoch)), "write to")
+            "UPDATE training_epochs SET evaluation_id = ? WHERE training_id = ? AND "
+            "epoch = ?", (evaluation_id, training_id, epoch)), "write to")
 
-    def finish_epoch(self, optimization_id: str, epoch: int, *, outcome: str,
+    def finish_epoch(self, training_id: str, epoch: int, *, outcome: str,
                      correct: int | None, total: int | None, success_rate: float | None) -> None:
         """The measurement and the decision; an epoch rolled back marks its actions too."""
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE optimization_epochs SET status = 'done', finished_at = ?, outcome = ?, "
-                "correct = ?, total = ?, success_rate = ? WHERE optimization_id = ? AND epoch = ?",
-                (now_iso(), outcome, correct, total, success_rate, optimization_id, epoch))
+                "UPDATE training_epochs SET status = 'done', finished_at = ?, outcome = ?, "
+                "correct = ?, total = ?, success_rate = ? WHERE training_id = ? AND epoch = ?",
+                (now_iso(), outcome, correct, total, success_rate, training_id, epoch))
             if outcome == "rolled_back":
-                conn.execute("UPDATE optimization_actions SET rolled_back = 1 WHERE "
-                             "optimization_id = ? AND epoch = ? AND outcome = 'accepted'",
-                             (optimization_id, epoch))
+                conn.execute("UPDATE training_actions SET rolled_back = 1 WHERE "
+                             "training_id = ? AND epoch = ? AND outcome = 'accepted'",
+                             (training_id, epoch))
 
         self._run_transaction(work)
 
     # -- reading -----------------------------------------------------------------------------
 
-    def find(self, id_or_prefix: str) -> OptimizationRecord | None:
+    def find(self, id_or_prefix: str) -> TrainingRecord | None:
         """The training with this id, or the only one whose id starts with it."""
-        row = self._find_row(_SELECT_OPTIMIZATION, id_or_prefix, "trainings")
-        return _optimization(row) if row is not None else None
+        row = self._find_row(_SELECT_TRAINING, id_or_prefix, "trainings")
+        return _training_row(row) if row is not None else None
 
-    def get(self, id_or_prefix: str) -> OptimizationRecord:
+    def get(self, id_or_prefix: str) -> TrainingRecord:
         record = self.find(id_or_prefix)
         if record is None:
             raise NotFoundError(f"no training with an id starting {id_or_prefix!r} in "
-                                f"{self._path}", fix="`runner math optimizations` lists them")
+                                f"{self._path}", fix="`runner math trainings` lists them")
         return record
 
     def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
-             ) -> builtins.list[OptimizationRecord]:
+             ) -> builtins.list[TrainingRecord]:
         """Trainings, newest first; with `before` (created_at, id), the ones after it."""
-        rows = self._newest(_SELECT_OPTIMIZATION, "created_at", before=before, limit=limit)
-        return [_optimization(row) for row in rows]
+        rows = self._newest(_SELECT_TRAINING, "created_at", before=before, limit=limit)
+        return [_training_row(row) for row in rows]
 
-    def epochs(self, optimization_id: str) -> builtins.list[EpochRecord]:
+    def epochs(self, training_id: str) -> builtins.list[EpochRecord]:
         rows = self._run(lambda conn: conn.execute(
-            f"SELECT {', '.join(_EPOCH_COLUMNS)} FROM optimization_epochs WHERE "
-            "optimization_id = ? ORDER BY epoch", (optimization_id,)).fetchall(), "read")
+            f"SELECT {', '.join(_EPOCH_COLUMNS)} FROM training_epochs WHERE "
+            "training_id = ? ORDER BY epoch", (training_id,)).fetchall(), "read")
         return [_epoch(row) for row in rows]
 
-    def actions(self, optimization_id: str, epoch: int | None = None) -> builtins.list[ActionRecord]:
-        sql = (f"SELECT {', '.join(_ACTION_COLUMNS)} FROM optimization_actions WHERE "
-               "optimization_id = ?")
-        params: builtins.list[Any] = [optimization_id]
+    def actions(self, training_id: str, epoch: int | None = None) -> builtins.list[ActionRecord]:
+        sql = (f"SELECT {', '.join(_ACTION_COLUMNS)} FROM training_actions WHERE "
+               "training_id = ?")
+        params: builtins.list[Any] = [training_id]
         if epoch is not None:
             sql += " AND epoch = ?"
             params.append(epoch)
@@ -277,7 +277,7 @@ class OptimizationLog(SideTable):
     def for_evaluation(self, evaluation_id: str) -> tuple[str, int] | None:
         """(training, epoch) that an evaluation measured, if it was a training's."""
         row = self._run(lambda conn: conn.execute(
-            "SELECT optimization_id, epoch FROM optimization_epochs WHERE evaluation_id = ?",
+            "SELECT training_id, epoch FROM training_epochs WHERE evaluation_id = ?",
             (evaluation_id,)).fetchone(), "read")
         return (str(row[0]), int(row[1])) if row else None
 
@@ -285,27 +285,27 @@ class OptimizationLog(SideTable):
         """For each (function, version) of a set that a training measured: (training, epoch,
         success rate) of every epoch whose set held exactly that version."""
         rows = self._run(lambda conn: conn.execute(
-            "SELECT e.optimization_id, e.epoch, e.success_rate, e.functions_json "
-            "FROM optimization_epochs e JOIN optimizations o ON o.id = e.optimization_id "
-            "WHERE o.set_name = ? AND e.success_rate IS NOT NULL ORDER BY e.optimization_id, "
+            "SELECT e.training_id, e.epoch, e.success_rate, e.functions_json "
+            "FROM training_epochs e JOIN trainings o ON o.id = e.training_id "
+            "WHERE o.set_name = ? AND e.success_rate IS NOT NULL ORDER BY e.training_id, "
             "e.epoch", (set_name,)).fetchall(), "read")
         scores: dict[tuple[str, int], builtins.list[tuple[str, int, float]]] = {}
-        for optimization_id, epoch, rate, functions_json in rows:
+        for training_id, epoch, rate, functions_json in rows:
             functions = (from_json(functions_json, {}) or {}).get("functions") or []
             for function in functions:
                 name, version = function.get("name"), function.get("version")
                 if isinstance(name, str) and isinstance(version, int):
                     scores.setdefault((name, version), []).append(
-                        (str(optimization_id), int(epoch), float(rate)))
+                        (str(training_id), int(epoch), float(rate)))
         return scores
 
 
-def _optimization(row: Sequence[Any]) -> OptimizationRecord:
-    r = dict(zip(_OPT_COLUMNS, row, strict=True))
+def _training_row(row: Sequence[Any]) -> TrainingRecord:
+    r = dict(zip(_TRAINING_COLUMNS, row, strict=True))
     try:
-        return OptimizationRecord(
+        return TrainingRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=from_iso(r["finished_at"]), status=OptimizationStatus(r["status"]),
+            finished_at=from_iso(r["finished_at"]), status=TrainingStatus(r["status"]),
             stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"],
@@ -322,7 +322,7 @@ def _optimization(row: Sequence[Any]) -> OptimizationRecord:
 def _epoch(row: Sequence[Any]) -> EpochRecord:
     r = dict(zip(_EPOCH_COLUMNS, row, strict=True))
     return EpochRecord(
-        optimization_id=r["optimization_id"], epoch=r["epoch"], status=r["status"],
+        training_id=r["training_id"], epoch=r["epoch"], status=r["status"],
         started_at=datetime.fromisoformat(r["started_at"]), finished_at=from_iso(r["finished_at"]),
         functions=from_json(r["functions_json"], {}) or {}, step_end=r["step_end"],
         evaluation_id=r["evaluation_id"], correct=r["correct"], total=r["total"],
@@ -332,7 +332,7 @@ def _epoch(row: Sequence[Any]) -> EpochRecord:
 def _action(row: Sequence[Any]) -> ActionRecord:
     r = dict(zip(_ACTION_COLUMNS, row, strict=True))
     return ActionRecord(
-        id=r["id"], optimization_id=r["optimization_id"], epoch=r["epoch"],
+        id=r["id"], training_id=r["training_id"], epoch=r["epoch"],
         created_at=datetime.fromisoformat(r["created_at"]), agent_run_id=r["agent_run_id"],
         agent_turn=r["agent_turn"], outcome=r["outcome"], action=r["action"],
         function=r["function"], code=r["code"], reason=r["reason"] or "",
