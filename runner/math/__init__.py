@@ -38,6 +38,7 @@ from .checker import (
     checker_version,
     is_equivalent,
 )
+from .checker_pool import CheckerUnavailableError
 from .datasets import (
     Dataset,
     DatasetError,
@@ -48,7 +49,6 @@ from .datasets import (
     load_jsonl,
 )
 from .extract import extract_answer
-from .pool import CheckerUnavailableError
 
 if TYPE_CHECKING:
     from .evaluation import (
