@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .backends.base import backend_names
+from .backends.registry import backend_names
 from .cli_options import backend_options, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError

@@ -15,7 +15,7 @@ import click
 
 from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
-from .backends.base import backend_names
+from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .cli_output import RAW_HELP, Printer
 from .terminal import json_text, sanitize_for_terminal

@@ -220,7 +220,7 @@ def _model_options(function: Any) -> Any:
 
 def _solve_options(function: Any) -> Any:
     """How a problem is solved (shared by solve and eval)."""
-    from .backends.base import backend_names
+    from .backends.registry import backend_names
     from .math.mathchat import METHODS
 
     options = [
@@ -548,7 +548,7 @@ def _training_report(training_id: str, output_format: str, chart_path: str | Non
 
 
 def _backend_names() -> list[str]:
-    from .backends.base import backend_names
+    from .backends.registry import backend_names
 
     return backend_names()
 

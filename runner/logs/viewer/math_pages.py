@@ -31,7 +31,7 @@ from ..query import Cursor
 from ..rows import to_iso
 from ..store import LogStore
 from ..trainings import TrainingLog
-from .pages import _param, _render, page
+from .common import page, param, render_page
 
 
 def _png(data: bytes) -> str:
@@ -39,7 +39,7 @@ def _png(data: bytes) -> str:
 
 
 def _before(request: Request) -> tuple[Cursor | None, tuple[str, str] | None]:
-    text = _param(request, "after")
+    text = param(request, "after")
     if text is None:
         return None, None
     cursor = Cursor.decode(text)
@@ -63,7 +63,7 @@ def evaluations(request: Request, store: LogStore) -> Response:
     log = EvaluationLog(store)
     records = log.list(limit=size + 1, before=before)
     shown = records[:size]
-    return _render(request, "evaluations.html", {
+    return render_page(request, "evaluations.html", {
         "records": shown, "progress": log.progress([r.id for r in shown]),
         "trainings": {r.id: TrainingLog(store).for_evaluation(r.id) for r in shown},
         "page": {"next_cursor": _next(records, size)}, "first_page": cursor is None})
@@ -79,11 +79,11 @@ def evaluation(request: Request, store: LogStore) -> Response:
     if record.id != wanted:
         return RedirectResponse(f"/evaluations/{record.id}", 302)
     report = build_report(record, log.summary(record.id))
-    verdict = _param(request, "correct")
+    verdict = param(request, "correct")
     if verdict not in (None, "0", "1"):
         raise ConfigurationError(f"correct must be 0 or 1, not {verdict!r}",
                                  fix="use correct=0 (wrong answers) or correct=1 (right ones)")
-    after_text = _param(request, "after")
+    after_text = param(request, "after")
     try:
         after = int(after_text) if after_text is not None else None
     except ValueError:
@@ -91,7 +91,7 @@ def evaluation(request: Request, store: LogStore) -> Response:
     size = request.app.state.page_size
     items = log.items(record.id, correct=None if verdict is None else verdict == "1",
                       after=after, limit=size + 1)
-    return _render(request, "evaluation.html", {
+    return render_page(request, "evaluation.html", {
         "report": report, "record": record, "data": report.to_json_dict(),
         "chart": _png(chart_png(report)) if report.total else None,
         "items": items[:size], "next_after": items[size - 1].position if len(items) > size else None,
@@ -107,7 +107,7 @@ def trainings(request: Request, store: LogStore) -> Response:
     size = request.app.state.page_size
     cursor, before = _before(request)
     records = TrainingLog(store).list(limit=size + 1, before=before)
-    return _render(request, "trainings.html", {
+    return render_page(request, "trainings.html", {
         "records": records[:size], "page": {"next_cursor": _next(records, size)},
         "first_page": cursor is None})
 
@@ -127,7 +127,7 @@ def training(request: Request, store: LogStore) -> Response:
         if action.outcome in ("terminated", "ended"):
             endings.setdefault(action.epoch, []).append(action)
     measured = any(epoch.success_rate is not None for epoch in report.epochs)
-    return _render(request, "training.html", {
+    return render_page(request, "training.html", {
         "report": report, "record": record, "endings": endings,
         "chart": _png(training_chart_png(report)) if measured else None,
         "best": (record.best_functions or {}).get("functions") or []})
