@@ -1,5 +1,6 @@
-"""Training a math agent's functions (runner.math.train) with scripted models served on
-127.0.0.1, the real sandbox, checker and log: an added function turns failures into
+"""Training a math agent's functions (runner.math.train) with scripted models (fakes in-process
+for the loop's own logic, `runner.testing.FunctionChat`; for the command line, served on
+127.0.0.1 through the SDK), the real sandbox, checker and log: an added function turns failures into
 successes and is kept, saved, reloaded and used by the next evaluation; a revision that
 does worse is rolled back (and shown to the optimizer afterwards); early stop; TERMINATE;
 resume after an interruption in a step and after SIGKILL in an evaluation; the CLI's JSON,
@@ -11,6 +12,7 @@ actions of its scenario, in order."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -35,6 +37,7 @@ from runner.math import load_jsonl
 from runner.math.evaluation import evaluate
 from runner.math.training import resume_training
 from runner.math.training import train as run_training
+from runner.testing import FunctionChat
 
 SAMPLE = Path(__file__).parent / "data" / "math_sample.jsonl"
 OPTIMIZER_PROMPT = "You improve the list of functions"
@@ -99,6 +102,20 @@ class Models:
     def llm(self) -> OpenAIChat:
         return OpenAIChat("fake-model", base_url=self.server.url, api_key="k", backoff_s=0.001)
 
+    @functools.cached_property
+    def fake(self) -> FunctionChat:
+        """The same script as a fake model in-process (one for the agent and the optimizer),
+        for the tests of the training loop itself; the command line needs the server."""
+        def answer(messages: list[dict], tools) -> str | dict:
+            reply = self.respond({"messages": messages})
+            if isinstance(reply, str):
+                return reply
+            calls = [{"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+                     for call in reply.get("tool_calls", [])]
+            return {"content": reply.get("content", ""), **({"tool_calls": calls} if calls else {})}
+
+        return FunctionChat(answer, model="fake-model")
+
     def __enter__(self) -> Models:
         return self
 
@@ -125,7 +142,7 @@ def test_an_added_function_turns_failures_into_successes_and_is_kept(train, stor
                {"add_function": {**SOLVER, "packages": ['x; os_name=="posix"']}},  # refused
                {"add_function": SOLVER}, "TERMINATE", "TERMINATE"]
     with Models(train, lambda system: "solve_it" in system, actions) as models:
-        result = run_training(train, llm=models.llm(), epochs=3, out=out, log_store=store,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=3, out=out, log_store=store,
                           concurrency=2, backend=backend, backend_options=backend_options(backend))
         requests = models.optimizer_requests
     data = result.to_json_dict()
@@ -179,7 +196,7 @@ def test_a_revision_that_does_worse_is_rolled_back(train, store, tmp_path):
     worse = spec("solve_it", "Solves it another way.", "return x + 1")
     actions = [{"revise_function": worse}, "TERMINATE", "TERMINATE"]
     with Models(train, lambda system: "the right way" in system, actions) as models:
-        result = run_training(train, llm=models.llm(), epochs=4, functions=start, out=out,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=4, functions=start, out=out,
                           log_store=store, concurrency=2)
         requests = models.optimizer_requests
     data = result.to_json_dict()
@@ -212,7 +229,7 @@ def log_scores(store: LogStore) -> dict:
 def test_training_stops_after_patience_epochs_without_improvement(train, store):
     useless = [{"add_function": spec(f"helper_{i}", f"Helper number {i}.")} for i in range(10)]
     with Models(train, lambda system: False, useless) as models:
-        result = run_training(train, llm=models.llm(), epochs=6, patience=2, max_actions=1,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=6, patience=2, max_actions=1,
                           log_store=store, concurrency=2)
     data = result.to_json_dict()
     assert [(e["epoch"], e["outcome"]) for e in data["epochs"]] == [
@@ -246,12 +263,12 @@ def test_an_interrupted_step_resumes_with_what_it_had_accepted(train, store, tmp
 
     with Models(train, lambda system: "solve_it" in system, actions) as models:
         with pytest.raises(KeyboardInterrupt):
-            run_training(train, llm=models.llm(), epochs=2, out=out, log_store=store,
-                     progress=Interrupt())
+            run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=2, out=out,
+                         log_store=store, progress=Interrupt())
         (record,) = TrainingLog(store).list()
         assert record.status == "interrupted"
         assert "runner math train --resume" in record.error["fix"]
-        result = resume_training(record.id, llm=models.llm(), log_store=store)
+        result = resume_training(record.id, llm=models.fake, optimizer_llm=models.fake, log_store=store)
         requests = models.optimizer_requests
     assert result.record.status == "finished" and result.best_success_rate == 1.0
     epoch = result.epochs[1]

@@ -14,10 +14,11 @@ not serve again, and pebble can stop a whole pool but not pick one of its proces
 Each slot is borrowed by one caller thread at a time, so stopping its pool stops exactly
 the process that must go.
 
-Processes are started with `spawn` (a fresh interpreter, as before: the caller's process
-may be large and threaded, and the address-space limit must count the worker alone),
-lazily on the first comparison, all slots at once. An idle slot parses a few
-representative answers at a time until all are warm.
+Processes are forked from the caller (`spawn` or `forkserver` would run the caller's main
+script again in every worker, which a script without an `if __name__ == "__main__"`
+guard cannot survive), lazily on the first comparison, all slots at once; each imports
+the checker's libraries itself, so the caller does not pay for them. An idle slot parses
+a few representative answers at a time until all are warm.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .checker_worker import WARM_UP, CompareReply, CompareRequest
 START_TIMEOUT_S = 90.0
 DEFAULT_MEMORY_MB = 2048
 _WARM_CHUNK = 8  # forms parsed per idle turn: a request waits for at most one chunk
-_SPAWN = multiprocessing.get_context("spawn")
+_FORK = multiprocessing.get_context("fork")
 
 
 class CheckerUnavailableError(RunnerError):
@@ -63,7 +64,7 @@ class _Slot:
 
     def __init__(self, memory_mb: int) -> None:
         self.pool = ProcessPool(max_workers=1, initializer=checker_worker.initialize,
-                                initargs=(memory_mb,), context=_SPAWN)
+                                initargs=(memory_mb,), context=_FORK)
         self._cold = list(WARM_UP)
         self.warm_some()  # also starts the process now, so no caller waits for its imports
 
