@@ -156,7 +156,7 @@ def functions_group() -> None:
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_show(path: str, show_code: bool, as_json: bool, raw: bool) -> None:
     """Names, versions, descriptions, arguments and packages of the functions in FILE."""
-    from .functions.render import render_function_set
+    from .functions.set_text import render_function_set
 
     function_set = _load_set(path)
     if as_json:
@@ -199,7 +199,7 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
 
     SET may be a set file (e.g. the learned.json a training saved): its set's history.
     A version that a training measured shows the epochs and success rates it had."""
-    from .functions.render import render_history
+    from .functions.set_text import render_history
     from .logs import FunctionVersionLog
     from .logs.trainings import TrainingLog
     from .paths import log_db_path

@@ -16,7 +16,7 @@ PUBLIC = {
     "runner.agent": [
         "PROTOCOLS", "Agent", "AgentLog", "AgentRun", "AgentStatus", "AgentTurn", "AnswerAction",
         "CallAction", "ChatModel", "ChatReply", "CodeAction", "CodeProtocol", "ErrorCode",
-        "Feedback", "JsonProtocol", "Observation", "OpenAIChat", "ParsedReply", "ReplyProblem",
+        "Feedback", "JsonProtocol", "ActionReport", "OpenAIChat", "ParsedReply", "ReplyProblem",
         "ReplyProtocol", "TextProtocol", "ToolCall", "ToolsProtocol", "Usage", "get_protocol"],
     "runner.functions": [
         "ArgumentErrors", "ArgumentProblem", "Author", "FunctionSet", "FunctionSpec", "Tool",

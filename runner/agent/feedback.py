@@ -57,7 +57,7 @@ class Feedback(BaseModel):
     execution_id: str | None = None
 
 
-class Observation(BaseModel):
+class ActionReport(BaseModel):
     """What one action produced, as the model will read it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -200,7 +200,7 @@ def disabled_notice(name: str, failures: int) -> str:
 
 def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: str = "",
             kind: str = "call", max_chars: int = DEFAULT_MAX_CHARS,
-            call_id: str | None = None, require_output: bool = False) -> Observation:
+            call_id: str | None = None, require_output: bool = False) -> ActionReport:
     """The text for the model after `result` (of the call or block called `label`).
 
     `spec` is the called function (for its description and schema in reminders); `kind`
@@ -226,7 +226,7 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
         truncated = _truncated(result, sandbox_cut=sandbox_cut, display_cut=cut)
         problems.append(truncated)
         text += "\n" + render(truncated, max_chars=max_chars)
-    return Observation(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
+    return ActionReport(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
                        execution_id=result.id, call_id=call_id)
 
 

@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
+from .execution_text import format_duration, render_execution, render_execution_list
 from .functions import Author, FunctionVersionLog, FunctionVersionRecord
 from .migrations import MIGRATIONS, Migration
-from .render import format_duration, render_execution, render_execution_list
 from .store import SPOOL_NAME, ExecutionRecord, LogStore
 
 __all__ = [

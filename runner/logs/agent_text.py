@@ -13,7 +13,7 @@ from typing import Any
 
 from ..agent.run import AgentRun, AgentStatus
 from ..terminal import PLAIN, Style
-from .render import FULL_HINT, abridge
+from .execution_text import FULL_HINT, abridge
 from .store import ExecutionRecord
 
 

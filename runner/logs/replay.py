@@ -45,7 +45,7 @@ from .store import ExecutionRecord, LogStore
 _REFUSED_BEFORE_RUNNING = error_types.REFUSED_BEFORE_RUNNING
 
 
-class Verdict(StrEnum):
+class ReplayVerdict(StrEnum):
     IDENTICAL = "identical"
     DIFFERENT_OUTPUT = "different_output"
     DIFFERENT_STATUS = "different_status"
@@ -58,7 +58,7 @@ class ReplayOutcome(BaseModel):
 
     original: str
     replay: str
-    verdict: Verdict
+    verdict: ReplayVerdict
     original_status: str
     replay_status: str
     diff: str = ""  # unified diffs of the parts that differ
@@ -77,7 +77,7 @@ class NotReplayed(BaseModel):
     reason: str
 
 
-def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict, str]:
+def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[ReplayVerdict, str]:
     """The verdict, and a unified diff of every part that differs ('' when none does)."""
     parts = [
         ("status", str(original.status), str(replay.status)),
@@ -94,8 +94,8 @@ def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict
                                          fromfile=f"original {name}", tofile=f"replay {name}")
             diffs.append("".join(lines))
     if original.status != replay.status:
-        return Verdict.DIFFERENT_STATUS, "".join(diffs)
-    return (Verdict.DIFFERENT_OUTPUT if diffs else Verdict.IDENTICAL), "".join(diffs)
+        return ReplayVerdict.DIFFERENT_STATUS, "".join(diffs)
+    return (ReplayVerdict.DIFFERENT_OUTPUT if diffs else ReplayVerdict.IDENTICAL), "".join(diffs)
 
 
 def _lines(text: str) -> list[str]:

@@ -68,7 +68,7 @@ from .mathchat import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_MAX_TURNS,
     check_method,
-    judge,
+    judge_answer,
     load_functions,
     make_agent,
 )
@@ -302,7 +302,7 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
                         and run.error.get("code") in FATAL_LLM_CODES:
                     raise Stop(run.error)
-                verdict = judge(problem.problem, problem.answer, run.final_answer, checker)
+                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
                     answer=run.final_answer, correct=verdict.equal,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import feedback
 from ..actions import ParsedReply
-from ..feedback import Observation
+from ..feedback import ActionReport
 from ..llm import ChatReply, Message
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class ReplyProtocol(ABC):
         whose program's output is the answer; None (the default) to go on."""
         return None
 
-    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[ActionReport],
                           notes: Sequence[str]) -> list[Message]:
         """The messages that answer `reply`: by default one user message with every
         observation, then the notes."""

@@ -4,7 +4,7 @@ Security, and why:
 - The database is opened read-only for every request (`LogStore(read_only=True)`: SQLite
   `mode=ro` plus `query_only`), so no page, bug or crafted request can change the log.
 - Jinja2 autoescapes every value; the few pieces of HTML the code builds come from
-  Pygments (which escapes) or from `render.hits` (which escapes). Program output and model
+  Pygments (which escapes) or from `html.hits` (which escapes). Program output and model
   replies are hostile: they show as text, control characters as visible escapes.
 - Content-Security-Policy `default-src 'none'`: no script runs at all (the pages need
   none), styles only from this server, no frames, forms only to this server.
@@ -39,7 +39,7 @@ from ..query import PAGE_SIZE
 from ..store import LogStore
 from . import math_pages, pages
 from .common import EXCEPTION_HANDLERS
-from .render import stylesheet
+from .html import stylesheet
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -24,10 +24,10 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from ...errors import ConfigurationError, LogStoreError, NotFoundError, RunnerError
+from ..execution_text import format_duration
 from ..query import parse_time
-from ..render import format_duration
 from ..store import LogStore
-from . import render
+from . import html
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        visible=render.visible, code=render.code_block, json_block=render.json_block,
-        hits=render.hits, when=_when, duration=format_duration, kb=_kb, first_line=_first_line,
+        visible=html.visible, code=html.code_block, json_block=html.json_block,
+        hits=html.hits, when=_when, duration=format_duration, kb=_kb, first_line=_first_line,
         to_json=lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr),
     )
     return env

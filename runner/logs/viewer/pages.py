@@ -34,7 +34,7 @@ from ..query import (
     run_statuses,
 )
 from ..store import LogStore
-from . import render
+from . import html
 from .common import page, param, render_page, time_param
 
 # -- executions ------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def execution(request: Request, store: LogStore) -> Response:
     links = store.read(lambda conn: execution_links(conn, record.id))
     bodies = {}
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
-        shown, left_out = render.cut(text, full=full)
+        shown, left_out = html.cut(text, full=full)
         bodies[name] = {"text": shown, "left_out": left_out}
     limits = [(field, getattr(request_.limits, field), getattr(result.limits, field))
               for field in Limits.model_fields]
