@@ -19,20 +19,14 @@ import builtins
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError
+from .job_status import JobStatus
 from .rows import from_iso, from_json, marks, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import SideTable
-
-
-class EvaluationStatus(StrEnum):
-    RUNNING = "running"  # (or its process died: `runner math eval --resume ID` continues it)
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
 
 
 class EvaluationRecord(BaseModel):
@@ -43,7 +37,7 @@ class EvaluationRecord(BaseModel):
     id: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    status: EvaluationStatus = EvaluationStatus.RUNNING
+    status: JobStatus = JobStatus.RUNNING
     dataset: str
     split: str | None = None
     dataset_path: str
@@ -182,9 +176,9 @@ class EvaluationLog(SideTable):
              evaluation_id, position)).rowcount, "write to")
         return bool(changed == 1)
 
-    def set_status(self, evaluation_id: str, status: EvaluationStatus, *,
+    def set_status(self, evaluation_id: str, status: JobStatus, *,
                    error: dict[str, Any] | None = None) -> None:
-        finished = now_iso() if status is EvaluationStatus.FINISHED else None
+        finished = now_iso() if status is JobStatus.FINISHED else None
         self._run(lambda conn: conn.execute(
             "UPDATE evaluations SET status = ?, error_json = ?, finished_at = ? WHERE id = ?",
             (str(status), to_json(error), finished, evaluation_id)), "write to")
@@ -305,7 +299,7 @@ def _evaluation(row: Sequence[Any]) -> EvaluationRecord:
         return EvaluationRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
             finished_at=from_iso(r["finished_at"]),
-            status=EvaluationStatus(r["status"]), dataset=r["dataset"], split=r["split"],
+            status=JobStatus(r["status"]), dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"], backend=r["backend"],
             function_set=r["function_set"], checker_version=r["checker_version"],

@@ -24,20 +24,14 @@ import builtins
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import NotFoundError
+from .job_status import JobStatus
 from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import SideTable
-
-
-class TrainingStatus(StrEnum):
-    RUNNING = "running"  # (or its process died: `runner math train --resume ID` continues it)
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
 
 
 class TrainingRecord(BaseModel):
@@ -48,7 +42,7 @@ class TrainingRecord(BaseModel):
     id: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    status: TrainingStatus = TrainingStatus.RUNNING
+    status: JobStatus = JobStatus.RUNNING
     stop_reason: str | None = None
     dataset: str
     split: str | None = None
@@ -168,9 +162,9 @@ class TrainingLog(SideTable):
                f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
 
-    def set_status(self, training_id: str, status: TrainingStatus, *,
+    def set_status(self, training_id: str, status: JobStatus, *,
                    stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
-        finished = now_iso() if status is TrainingStatus.FINISHED else None
+        finished = now_iso() if status is JobStatus.FINISHED else None
         self._run(lambda conn: conn.execute(
             "UPDATE trainings SET status = ?, stop_reason = ?, error_json = ?, "
             "finished_at = ? WHERE id = ?",
@@ -305,7 +299,7 @@ def _training_row(row: Sequence[Any]) -> TrainingRecord:
     try:
         return TrainingRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=from_iso(r["finished_at"]), status=TrainingStatus(r["status"]),
+            finished_at=from_iso(r["finished_at"]), status=JobStatus(r["status"]),
             stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"],

@@ -46,10 +46,10 @@ from ..logs.agent import AgentLog
 from ..logs.evaluations import (
     EvaluationLog,
     EvaluationRecord,
-    EvaluationStatus,
     ItemRecord,
     NewItem,
 )
+from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
 from ..types import Limits
@@ -242,14 +242,14 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
                 fix="finish it with the checker it started with, or start a new evaluation")
         pending = evaluations.items(record.id, status="pending")
         if not pending:
-            if record.status is not EvaluationStatus.FINISHED:
-                evaluations.set_status(record.id, EvaluationStatus.FINISHED)
+            if record.status is not JobStatus.FINISHED:
+                evaluations.set_status(record.id, JobStatus.FINISHED)
             return evaluation_report(record.id, log_store=store)
         options = {**record.settings.get("llm", {}), **(llm_options or {})}
         model_llm = llm_from(llm, model=model or record.model, base_url=base_url or record.base_url,
                              api_key=api_key, llm_options=options)
         check_server(model_llm)
-        evaluations.set_status(record.id, EvaluationStatus.RUNNING)
+        evaluations.set_status(record.id, JobStatus.RUNNING)
         record = evaluations.get(record.id)
         return _run(record, _Settings.from_record(record), model_llm, store,
                     concurrency=concurrency or int(record.settings.get("concurrency") or 1),
@@ -275,7 +275,7 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     listener.started(record, done=before[0], correct=before[1])
     report_lock = threading.Lock()
     stop = threading.Event()
-    status, error = EvaluationStatus.FINISHED, None
+    status, error = JobStatus.FINISHED, None
     options = dict(backend_options or {})
     options.setdefault("pool_size", concurrency)  # a warm worker for each thread's session
     try:
@@ -314,12 +314,12 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
 
             status, error = _drive(work, pending, concurrency, stop)
     except KeyboardInterrupt:
-        evaluations.set_status(record.id, EvaluationStatus.INTERRUPTED,
+        evaluations.set_status(record.id, JobStatus.INTERRUPTED,
                                error={"code": "INTERRUPTED", "message": "stopped by the user",
                                       "fix": f"runner math eval --resume {record.id}"})
         raise
     except RunnerError as exc:  # the sandbox or the checker could not be had
-        status, error = EvaluationStatus.INTERRUPTED, error_dict(exc)
+        status, error = JobStatus.INTERRUPTED, error_dict(exc)
     if error is not None:
         error = {**error, "resume": f"runner math eval --resume {record.id}"}
     evaluations.set_status(record.id, status, error=error)
@@ -334,7 +334,7 @@ def _lost(run: AgentRun) -> bool:
 
 
 def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], concurrency: int,
-           stop: threading.Event) -> tuple[EvaluationStatus, dict[str, Any] | None]:
+           stop: threading.Event) -> tuple[JobStatus, dict[str, Any] | None]:
     """Run `work` on every item on `concurrency` threads; stop taking new items at the first
     error (the ones in progress finish). How it ended, and the error if any."""
     error: dict[str, Any] | None = None
@@ -359,8 +359,8 @@ def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], conc
             stop.set()  # Ctrl-C: the conversations in progress end, nothing new starts
             raise
     if error is not None or queue:
-        return EvaluationStatus.INTERRUPTED, error
-    return EvaluationStatus.FINISHED, None
+        return JobStatus.INTERRUPTED, error
+    return JobStatus.FINISHED, None
 
 
 def _failure_dict(failure: BaseException) -> dict[str, Any]:

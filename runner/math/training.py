@@ -45,13 +45,13 @@ from ..ids import new_id
 from ..logs.agent import AgentLog
 from ..logs.evaluations import EvaluationLog, EvaluationRecord, ItemRecord
 from ..logs.functions import Author, FunctionVersionLog
+from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..logs.trainings import (
     EpochRecord,
     NewAction,
     TrainingLog,
     TrainingRecord,
-    TrainingStatus,
 )
 from ..optimizer import Conversation, Optimizer, OptimizerRun, RolledBack, Statistics
 from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
@@ -247,7 +247,7 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
     with opened_store(log_store) as store:
         log = TrainingLog(store)
         record = log.get(training_id)
-        if record.status is TrainingStatus.FINISHED:
+        if record.status is JobStatus.FINISHED:
             return build_training_report(log, record)
         # A named dataset is found by its name (and split); a file by its path.
         source = record.dataset if record.dataset in DATASETS else record.dataset_path
@@ -272,8 +272,8 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
         check_server(optimizer_chat)
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
-        log.set_status(record.id, TrainingStatus.RUNNING)
-        record = record.model_copy(update={"status": TrainingStatus.RUNNING, "error": None})
+        log.set_status(record.id, JobStatus.RUNNING)
+        record = record.model_copy(update={"status": JobStatus.RUNNING, "error": None})
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=True)
@@ -310,7 +310,7 @@ class _Training:
     def run(self, *, resumed: bool) -> TrainingReport:
         if self.progress is not None:
             self.progress.started(self.record, resumed=resumed)
-        status, stop_reason, error = TrainingStatus.FINISHED, None, None
+        status, stop_reason, error = JobStatus.FINISHED, None, None
         try:
             with Sandbox(backend=self.record.backend, source="optimizer", log_store=self.store,
                          **self.backend_options) as sandbox, \
@@ -323,14 +323,14 @@ class _Training:
                               log=AgentLog(self.store)) as optimizer:
                 stop_reason = self._epochs(optimizer)
         except KeyboardInterrupt:
-            self.log.set_status(self.record.id, TrainingStatus.INTERRUPTED, error={
+            self.log.set_status(self.record.id, JobStatus.INTERRUPTED, error={
                 "code": "INTERRUPTED", "message": "stopped by the user",
                 "fix": f"runner math train --resume {self.record.id}"})
             raise
         except Stop as stop:
-            status, error = TrainingStatus.INTERRUPTED, stop.error
+            status, error = JobStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
-            status, error = TrainingStatus.INTERRUPTED, error_dict(exc)
+            status, error = JobStatus.INTERRUPTED, error_dict(exc)
         if error is not None:
             error = {**error, "resume": f"runner math train --resume {self.record.id}"}
         self.log.set_status(self.record.id, status, stop_reason=stop_reason, error=error)
