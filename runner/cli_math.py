@@ -28,6 +28,7 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .terminal import sanitize_for_terminal as clean_text
+from .text_table import columns
 
 _Line = TypeVar("_Line", bound=BaseModel)
 
@@ -487,10 +488,7 @@ def evals_command(count: int, as_json: bool) -> None:
               clean_text(row["model"] or "-"),
               clean_text(row["dataset"] + (f" ({row['split']})" if row["split"] else ""))]
              for i, row in enumerate(rows)]
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]
-    for row in [header, *table]:
-        click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
-                              row[-1]]).rstrip())
+    click.echo("\n".join(columns(header, table)))
 
 
 @math_group.command("report")
@@ -760,10 +758,7 @@ def trainings_command(count: int, as_json: bool) -> None:
               f"{r.best_success_rate * 100:.1f}% (epoch {r.best_epoch})",
               clean_text(r.set_name), clean_text(r.model or "-"),
               clean_text(r.dataset + (f" ({r.split})" if r.split else ""))] for r in records]
-    widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header) - 1)]
-    for row in [header, *table]:
-        click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
-                              row[-1]]).rstrip())
+    click.echo("\n".join(columns(header, table)))
 
 
 def _hidden_alias(command: click.Command, name: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..agent.run import AgentRun, AgentStatus
 from ..terminal import PLAIN, Style
+from ..text_table import columns
 from .execution_text import FULL_HINT, abridge
 from .store import ExecutionRecord
 
@@ -165,11 +166,4 @@ def render_agent_run_list(runs: Sequence[AgentRun], turn_counts: Mapping[str, in
         rows.append((run.id, run.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
                      str(run.status), str(turn_counts.get(run.id, 0)), clean(run.protocol),
                      clean(run.model or "-"), clean(task if len(task) <= 50 else task[:47] + "...")))
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
-    out = []
-    for number, row in enumerate([header, *rows]):
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        if number > 0:  # colour after padding, so escape codes do not count as width
-            cells[2] = cells[2].replace(row[2], style.status(row[2]), 1)
-        out.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(out) + "\n"
+    return "\n".join(columns(header, rows, paint={2: style.status})) + "\n"

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..functions import FunctionSet
 from ..logs.trainings import ActionRecord, EpochRecord, TrainingLog, TrainingRecord
 from ..terminal import sanitize_for_terminal as clean_text
+from ..text_table import columns
 from .report import _md, _plain, _table, figure_png
 
 __all__ = ["EpochSummary", "TrainingReport", "build_training_report", "render_training_markdown",
@@ -164,9 +165,7 @@ def render_training_text(report: TrainingReport) -> str:
         rows.append([str(epoch.epoch), _rate(epoch), epoch.outcome or epoch.status,
                      clean_text(", ".join(_action_text(a) for a in epoch.actions) or "-"),
                      str(len(epoch.rejected))])
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *rows]]
+    lines = columns(header, rows)
     best = ("-" if record.best_success_rate is None else
             f"{record.best_success_rate * 100:.1f}% at epoch {record.best_epoch}")
     lines += ["", f"training {record.id} · {record.status}"
