@@ -29,7 +29,7 @@ from ..errors import LogStoreError, NotFoundError
 from .liveness import current_owner, owner_alive
 from .query import find_ids
 from .rows import from_json, marks, named_marks, shown_ids, to_iso, to_json, unreadable
-from .side_table import SideTable
+from .side_table import RecordTable
 from .store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore
 
 # -- the database ---------------------------------------------------------------------------
@@ -114,13 +114,16 @@ def link_executions(conn: sqlite3.Connection, run_id: str, execution_ids: Sequen
                      [run_id, turn, *execution_ids])
 
 
-class AgentLog(SideTable):
+class AgentLog(RecordTable[AgentRun]):
     """Reads and writes agent runs and turns in the log database of a LogStore.
 
     Opening one closes the runs left `running` by a process that is gone (killed, or its
     machine rebooted): they become `interrupted`, so no run stays `running` for ever."""
 
     what = "the agent log"
+    noun, plural = "agent run", "agent runs"
+    select = _SELECT_RUN
+    list_hint = "run `runner logs runs` to see recent runs"
 
     def __init__(self, store: LogStore | Path | str | None = None, *,
                  busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
@@ -170,17 +173,8 @@ class AgentLog(SideTable):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def find(self, id_or_prefix: str) -> AgentRun | None:
-        """The run with this id, or the only one whose id starts with it; None if none does."""
-        row = self._find_row(_SELECT_RUN, id_or_prefix, "agent runs")
-        return self._with_turns(row) if row is not None else None
-
-    def get(self, id_or_prefix: str) -> AgentRun:
-        run = self.find(id_or_prefix)
-        if run is None:
-            raise NotFoundError(f"no agent run with an id starting {id_or_prefix!r} in {self._path}",
-                                fix="run `runner logs runs` to see recent runs")
-        return run
+    def _record(self, row: Sequence[Any]) -> AgentRun:
+        return self._with_turns(row)
 
     def list(self, *, limit: int | None = 20, status: str | None = None,
              since: datetime | None = None) -> list[AgentRun]:

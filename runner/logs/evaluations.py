@@ -23,10 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import NotFoundError
 from .job_status import JobStatus
 from .rows import from_iso, from_json, marks, named_marks, now_iso, to_iso, to_json, unreadable
-from .side_table import SideTable
+from .side_table import RecordTable
 
 
 class EvaluationRecord(BaseModel):
@@ -134,10 +133,13 @@ def level_name(level: int | None) -> str:
     return f"Level {level}" if level is not None else NO_LEVEL
 
 
-class EvaluationLog(SideTable):
+class EvaluationLog(RecordTable[EvaluationRecord]):
     """Reads and writes evaluations and their items in the log database of a LogStore."""
 
     what = "the evaluation log"
+    noun, plural = "evaluation", "evaluations"
+    select = _SELECT_EVALUATION
+    list_hint = "run `runner math evals` to list them"
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -198,24 +200,14 @@ class EvaluationLog(SideTable):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def find(self, id_or_prefix: str) -> EvaluationRecord | None:
-        """The evaluation with this id, or the only one whose id starts with it."""
-        row = self._find_row(_SELECT_EVALUATION, id_or_prefix, "evaluations")
-        return _evaluation(row) if row is not None else None
-
-    def get(self, id_or_prefix: str) -> EvaluationRecord:
-        record = self.find(id_or_prefix)
-        if record is None:
-            raise NotFoundError(f"no evaluation with an id starting {id_or_prefix!r} in "
-                                f"{self._path}", fix="run `runner math evals` to list them")
-        return record
+    def _record(self, row: Sequence[Any]) -> EvaluationRecord:
+        return _evaluation(row)
 
     def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
              ) -> list[EvaluationRecord]:
         """Evaluations, newest first; with `before` (created_at, id), the ones after that one
         in this order (the next page)."""
-        rows = self._newest(_SELECT_EVALUATION, "created_at", before=before, limit=limit)
-        return [_evaluation(row) for row in rows]
+        return self._pages(limit=limit, before=before)
 
     def items(self, evaluation_id: str, *, status: str | None = None,
               correct: bool | None = None, after: int | None = None, limit: int | None = None

@@ -12,13 +12,14 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..errors import LogStoreError, NotFoundError
 from .rows import rows_by_id, shown_ids
 from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect, transaction
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class SideTable:
@@ -106,3 +107,36 @@ class SideTable:
         return LogStoreError(f"cannot {verb} {self.what} in {self._path}: {exc}",
                              fix="check that the log database is writable and not locked for "
                                  "long; `runner logs path` shows where it is")
+
+
+class RecordTable(SideTable, Generic[R]):
+    """A side table whose rows people name by id (agent runs, evaluations, trainings): the
+    row with an id or a unique id prefix, and pages of rows newest first.
+
+    A subclass says what its rows are (`noun`, `plural`), how to select and read one
+    (`select`, `_record`), and where people list them (`list_hint`, the fix of a miss)."""
+
+    noun: ClassVar[str]
+    plural: ClassVar[str]
+    select: ClassVar[str]  # SELECT <the record's columns> FROM <table>
+    list_hint: ClassVar[str]
+
+    def _record(self, row: Sequence[Any]) -> R:
+        raise NotImplementedError
+
+    def find(self, id_or_prefix: str) -> R | None:
+        """The row with this id, or the only one whose id starts with it; None if none does."""
+        row = self._find_row(self.select, id_or_prefix, self.plural)
+        return self._record(row) if row is not None else None
+
+    def get(self, id_or_prefix: str) -> R:
+        record = self.find(id_or_prefix)
+        if record is None:
+            raise NotFoundError(f"no {self.noun} with an id starting {id_or_prefix!r} in "
+                                f"{self._path}", fix=self.list_hint)
+        return record
+
+    def _pages(self, *, limit: int | None, before: tuple[str, str] | None) -> list[R]:
+        """Newest first by creation; with `before` (created_at, id), the ones after it."""
+        rows = self._newest(self.select, "created_at", before=before, limit=limit)
+        return [self._record(row) for row in rows]

@@ -28,10 +28,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import NotFoundError
 from .job_status import JobStatus
 from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
-from .side_table import SideTable
+from .side_table import RecordTable
 
 
 class TrainingRecord(BaseModel):
@@ -138,10 +137,13 @@ _ACTION_COLUMNS = ("id", "training_id", "epoch", "created_at", "agent_run_id", "
 _SELECT_TRAINING = f"SELECT {', '.join(_TRAINING_COLUMNS)} FROM trainings"
 
 
-class TrainingLog(SideTable):
+class TrainingLog(RecordTable[TrainingRecord]):
     """Reads and writes trainings, their epochs and actions in the log database."""
 
     what = "the training log"
+    noun, plural = "training", "trainings"
+    select = _SELECT_TRAINING
+    list_hint = "`runner math trainings` lists them"
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -234,23 +236,13 @@ class TrainingLog(SideTable):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def find(self, id_or_prefix: str) -> TrainingRecord | None:
-        """The training with this id, or the only one whose id starts with it."""
-        row = self._find_row(_SELECT_TRAINING, id_or_prefix, "trainings")
-        return _training_row(row) if row is not None else None
-
-    def get(self, id_or_prefix: str) -> TrainingRecord:
-        record = self.find(id_or_prefix)
-        if record is None:
-            raise NotFoundError(f"no training with an id starting {id_or_prefix!r} in "
-                                f"{self._path}", fix="`runner math trainings` lists them")
-        return record
+    def _record(self, row: Sequence[Any]) -> TrainingRecord:
+        return _training_row(row)
 
     def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
              ) -> builtins.list[TrainingRecord]:
         """Trainings, newest first; with `before` (created_at, id), the ones after it."""
-        rows = self._newest(_SELECT_TRAINING, "created_at", before=before, limit=limit)
-        return [_training_row(row) for row in rows]
+        return self._pages(limit=limit, before=before)
 
     def epochs(self, training_id: str) -> builtins.list[EpochRecord]:
         rows = self._run(lambda conn: conn.execute(
