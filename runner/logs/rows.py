@@ -10,6 +10,15 @@ trainings), so they agree on the formats a SQLite tool sees:
 
 Connections, transactions and the spool stay in `store.py`: these helpers take an open
 connection and never commit.
+
+Why not sqlite-utils (which simonw/llm uses for this job): its `Table.insert`/`upsert`
+open their own transaction per call and read the table's schema first, while every write
+here is one explicit `BEGIN IMMEDIATE` transaction across several tables (a turn and the
+executions it links; an epoch and its actions), on autocommit connections that a failed
+write falls back from to the spool; foreign keys are set by subqueries in the INSERT
+(a spooled execution may arrive before its run), which its row dicts cannot say; and its
+JSON columns are written with `json.dumps` defaults, not the formats these tables have
+always had. What it would replace is the hundred lines below.
 """
 
 from __future__ import annotations
