@@ -12,7 +12,7 @@ Connections, transactions and the spool stay in `store.py`: these helpers take a
 connection and never commit.
 
 Why not sqlite-utils (which simonw/llm uses for this job): its `Table.insert`/`upsert`
-open their own transaction per call and read the table's schema first, while every write
+commit per call (`with conn:`) and create a table that is missing, while every write
 here is one explicit `BEGIN IMMEDIATE` transaction across several tables (a turn and the
 executions it links; an epoch and its actions), on autocommit connections that a failed
 write falls back from to the spool; foreign keys are set by subqueries in the INSERT
