@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .backends.base import backend_names
+from .backends.registry import backend_names
 from .cli_options import backend_options, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
@@ -156,7 +156,7 @@ def functions_group() -> None:
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_show(path: str, show_code: bool, as_json: bool, raw: bool) -> None:
     """Names, versions, descriptions, arguments and packages of the functions in FILE."""
-    from .functions.render import render_function_set
+    from .functions.set_text import render_function_set
 
     function_set = _load_set(path)
     if as_json:
@@ -199,15 +199,15 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
 
     SET may be a set file (e.g. the learned.json a training saved): its set's history.
     A version that a training measured shows the epochs and success rates it had."""
-    from .functions.render import render_history
+    from .functions.set_text import render_history
     from .logs import FunctionVersionLog
-    from .logs.optimizations import OptimizationLog
+    from .logs.trainings import TrainingLog
     from .paths import log_db_path
 
     if set_name is not None and Path(set_name).is_file():
         set_name = _load_set(set_name).name
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
-    trainings = OptimizationLog(log_db_path())
+    trainings = TrainingLog(log_db_path())
     scores = {(name, *key): value for name in dict.fromkeys(r.set_name for r in records)
               for key, value in trainings.version_scores(name).items()}
     if as_json:

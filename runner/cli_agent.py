@@ -15,7 +15,7 @@ import click
 
 from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
-from .backends.base import backend_names
+from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .cli_output import RAW_HELP, Printer
 from .terminal import json_text, sanitize_for_terminal
@@ -142,7 +142,8 @@ def _print_ending(run: Any, printer: Printer) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def logs_runs(status: str | None, count: int, as_json: bool) -> None:
     """Recent agent runs, newest first (`runner logs show RUN_ID` for one)."""
-    from .logs.agent import AgentLog, render_agent_run_list
+    from .logs.agent import AgentLog
+    from .logs.agent_text import render_agent_run_list
 
     agent_log = AgentLog()
     runs = agent_log.list(limit=count, status=status)

@@ -103,7 +103,8 @@ def logs_show(execution_id: str, as_json: bool, full: bool, raw: bool) -> None:
     Given an agent run's id, the conversation with the executions it caused, in order.
     A prefix that fits several ids lists them all, runs and executions."""
     from .logs import LogStore, render_execution
-    from .logs.agent import find_agent_run, load_executions, render_agent_run
+    from .logs.agent import find_agent_run, load_executions
+    from .logs.agent_text import render_agent_run
 
     style = _style(raw)
     with LogStore.for_reading() as store:
@@ -272,8 +273,8 @@ def logs_prune(before: datetime, dry_run: bool) -> None:
     verb = "would delete" if dry_run else "deleted"
     _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
           f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}"
-          + (f", {report.evaluations:,} evaluations and {report.optimizations:,} trainings"
-             if report.evaluations or report.optimizations else ""))
+          + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
+             if report.evaluations or report.trainings else ""))
     if not dry_run:
         _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
 

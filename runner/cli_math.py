@@ -10,12 +10,15 @@ stops the command before any output, naming the line, with exit status 2.
 when there is one, and with `--gold`, when it is right). `eval` shows a progress bar on
 stderr and prints the table by type and level (or, with `--json`, one JSON object); it
 exits 0 when every problem is done and 1 when it stopped early (it says how to resume).
-`optimize` trains a function list (a line per epoch and per optimizer action on stderr,
-the table of epochs or one JSON object on stdout), with the same exit statuses and resume.
+`train` trains a function list (a line per epoch and per optimizer action on stderr,
+the table of epochs or one JSON object on stdout), with the same exit statuses and resume;
+`trainings` lists them. `optimize` and `optimizations`, their names before "training"
+became the one word for it, still work and are not listed.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .terminal import sanitize_for_terminal as clean_text
+from .text_table import columns
 
 _Line = TypeVar("_Line", bound=BaseModel)
 
@@ -217,7 +221,7 @@ def _model_options(function: Any) -> Any:
 
 def _solve_options(function: Any) -> Any:
     """How a problem is solved (shared by solve and eval)."""
-    from .backends.base import backend_names
+    from .backends.registry import backend_names
     from .math.mathchat import METHODS
 
     options = [
@@ -484,14 +488,11 @@ def evals_command(count: int, as_json: bool) -> None:
               clean_text(row["model"] or "-"),
               clean_text(row["dataset"] + (f" ({row['split']})" if row["split"] else ""))]
              for i, row in enumerate(rows)]
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header) - 1)]
-    for row in [header, *table]:
-        click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
-                              row[-1]]).rstrip())
+    click.echo("\n".join(columns(header, table)))
 
 
 @math_group.command("report")
-@click.argument("report_id", metavar="EVAL_ID|OPT_ID")
+@click.argument("report_id", metavar="EVAL_ID|TRAINING_ID")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "text"]),
               default="md", show_default=True, help="Markdown, one JSON object, or the table.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False, writable=True),
@@ -501,9 +502,9 @@ def report_command(report_id: str, output_format: str, chart_path: str | None) -
     """The report of an evaluation (accuracy by type and level) or of a training (success
     rate per epoch, actions, rollbacks), finished or not."""
     from .logs.evaluations import EvaluationLog
-    from .logs.optimizations import OptimizationLog
+    from .logs.trainings import TrainingLog
 
-    if EvaluationLog().find(report_id) is None and OptimizationLog().find(report_id) is not None:
+    if EvaluationLog().find(report_id) is None and TrainingLog().find(report_id) is not None:
         _training_report(report_id, output_format, chart_path)
         return
     from .math.evaluation import evaluation_report
@@ -521,15 +522,15 @@ def report_command(report_id: str, output_format: str, chart_path: str | None) -
         click.echo(f"chart written to {written}", err=True)
 
 
-def _training_report(optimization_id: str, output_format: str, chart_path: str | None) -> None:
-    from .math.optimization import training_report
+def _training_report(training_id: str, output_format: str, chart_path: str | None) -> None:
+    from .math.training import training_report
     from .math.training_report import (
         render_training_markdown,
         render_training_text,
         write_training_chart,
     )
 
-    report = training_report(optimization_id)
+    report = training_report(training_id)
     if output_format == "json":
         click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
     elif output_format == "text":
@@ -545,7 +546,7 @@ def _training_report(optimization_id: str, output_format: str, chart_path: str |
 
 
 def _backend_names() -> list[str]:
-    from .backends.base import backend_names
+    from .backends.registry import backend_names
 
     return backend_names()
 
@@ -562,7 +563,7 @@ class _TrainingProgress:
                    + (f" ({record.split})" if record.split else "")
                    + f", up to {record.epochs} epoch{'s' if record.epochs != 1 else ''}"
                    + (" (resumed)" if resumed else "")
-                   + f" (resume with: runner math optimize --resume {record.id})", err=True)
+                   + f" (resume with: runner math train --resume {record.id})", err=True)
 
     def evaluation(self, epoch: int) -> Any:
         click.echo(f"epoch {epoch}: measuring the training success rate", err=True)
@@ -596,7 +597,7 @@ class _TrainingProgress:
                           f"{clean_text(record.out_path)})" if record.out_path else ""), err=True)
 
 
-@math_group.command("optimize")
+@math_group.command("train")
 @click.option("--train", "train", metavar="NAME[:SPLIT[:TYPE]]|FILE.jsonl",
               help="The training problems: a dataset spec such as math:train:Algebra (types "
                    "comma-separated) or a MATH-format JSONL file.")
@@ -650,11 +651,11 @@ class _TrainingProgress:
                    "runner math eval --functions load).")
 @click.option("--set-name", help="The trained set's name in the function history (default: "
                                  "the --out file's name).")
-@click.option("--resume", "resume_id", metavar="OPT_ID",
+@click.option("--resume", "resume_id", metavar="TRAINING_ID",
               help="Continue an interrupted training with its own settings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.pass_context
-def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
+def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
                      levels: tuple[str, ...], limit: int | None, seed: int | None, epochs: int,
                      concurrency: int, functions_path: str | None, method: str, backend: str,
                      max_turns: int | None, timeout_s: float | None, native_tools: bool,
@@ -672,8 +673,8 @@ def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ..
     adds, revises or removes functions (each checked and run once in the sandbox before it
     is accepted); the changed set is measured on the training problems, and rolled back if
     it does worse. The best set is saved to --out. An interrupted training continues with
-    `runner math optimize --resume OPT_ID`."""
-    from .math.optimization import optimize, resume_optimization
+    `runner math train --resume TRAINING_ID`."""
+    from .math import training
     from .math.training_report import render_training_text
     from .types import Limits
 
@@ -690,7 +691,7 @@ def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ..
             raise click.UsageError(f"a resumed training keeps its own settings; leave out {shown} "
                                    "(only the models' addresses, keys, timeouts and "
                                    "--concurrency may change)")
-        report = resume_optimization(
+        report = training.resume_training(
             resume_id, model=model or None, base_url=base_url or None, api_key=api_key or None,
             llm_options={"timeout_s": llm_timeout, "max_retries": retries},
             optimizer_model=optimizer_model, optimizer_base_url=optimizer_base_url,
@@ -699,12 +700,12 @@ def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ..
             is click.core.ParameterSource.COMMANDLINE else None, progress=progress)
     else:
         if train is None:
-            raise click.UsageError("give --train NAME[:SPLIT[:TYPE]]|FILE.jsonl (or --resume OPT_ID)")
+            raise click.UsageError("give --train NAME[:SPLIT[:TYPE]]|FILE.jsonl (or --resume TRAINING_ID)")
         options = _llm_options(temperature, max_tokens, llm_timeout, retries)
         optimizer_options = dict(options)
         if optimizer_max_tokens is not None:
             optimizer_options["max_tokens"] = optimizer_max_tokens
-        report = optimize(
+        report = training.train(
             train, model=model or None, base_url=base_url or None, api_key=api_key or None,
             llm_options=options, optimizer_model=optimizer_model or None,
             optimizer_base_url=optimizer_base_url or None,
@@ -726,20 +727,20 @@ def optimize_command(ctx: click.Context, train: str | None, types: tuple[str, ..
                    err=True)
         if error.get("fix"):
             click.echo(f"runner: fix: {clean_text(str(error.get('fix')))}", err=True)
-        click.echo(f"runner: then continue with: runner math optimize --resume {report.id}",
+        click.echo(f"runner: then continue with: runner math train --resume {report.id}",
                    err=True)
     sys.exit(0 if str(report.record.status) == "finished" else 1)
 
 
-@math_group.command("optimizations")
+@math_group.command("trainings")
 @click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-def optimizations_command(count: int, as_json: bool) -> None:
-    """Trainings (runner math optimize), newest first, with their best success rate."""
-    from .logs.optimizations import OptimizationLog
+def trainings_command(count: int, as_json: bool) -> None:
+    """Trainings (runner math train), newest first, with their best success rate."""
+    from .logs.trainings import TrainingLog
 
-    records = OptimizationLog().list(limit=count)
+    records = TrainingLog().list(limit=count)
     if as_json:
         click.echo(json.dumps([{
             "id": r.id, "created_at": r.created_at.isoformat(), "status": str(r.status),
@@ -757,7 +758,17 @@ def optimizations_command(count: int, as_json: bool) -> None:
               f"{r.best_success_rate * 100:.1f}% (epoch {r.best_epoch})",
               clean_text(r.set_name), clean_text(r.model or "-"),
               clean_text(r.dataset + (f" ({r.split})" if r.split else ""))] for r in records]
-    widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header) - 1)]
-    for row in [header, *table]:
-        click.echo("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
-                              row[-1]]).rstrip())
+    click.echo("\n".join(columns(header, table)))
+
+
+def _hidden_alias(command: click.Command, name: str) -> None:
+    """Register `command` under its old `name` too, left out of the help's list."""
+    alias = copy.copy(command)
+    alias.name, alias.hidden = name, True
+    math_group.add_command(alias)
+
+
+# "training" is the one word for a run of the AgentOptimizer over epochs; the names the
+# commands had before still work.
+_hidden_alias(train_command, "optimize")
+_hidden_alias(trainings_command, "optimizations")

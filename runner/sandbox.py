@@ -21,7 +21,8 @@ from .api_checks import (
     packages_argument,
     request_argument,
 )
-from .backends.base import Backend, create_backend
+from .backends.base import Backend
+from .backends.registry import create_backend
 from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id

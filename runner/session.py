@@ -28,6 +28,7 @@ from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id
 from .types import ErrorInfo, ExecutionResult, Limits, Status
+from .worker import error_types
 
 if TYPE_CHECKING:
     from .backends.worker_backend import BackendSession
@@ -73,7 +74,7 @@ class Session:
         if self.budget.exhausted:
             result = ExecutionResult(
                 id=run_id, backend=self._sandbox.backend, status=Status.TIMEOUT, limits=limits,
-                error=ErrorInfo(type="Timeout", message=(
+                error=ErrorInfo(type=error_types.TIMEOUT, message=(
                     f"the session's {self.budget.used_up_message()}; start a new session to run "
                     "more code")))
         else:
@@ -139,6 +140,6 @@ def interrupted_result(run_id: str, backend: str, limits: Limits) -> ExecutionRe
     """What the log keeps for a run the caller stopped with Ctrl-C while it ran."""
     return ExecutionResult(
         id=run_id, backend=backend, status=Status.CRASHED, limits=limits,
-        error=ErrorInfo(type="Interrupted", message=(
+        error=ErrorInfo(type=error_types.INTERRUPTED, message=(
             "the caller was interrupted (Ctrl-C) while this ran; its output and result were "
             "not collected")))

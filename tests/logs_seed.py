@@ -45,7 +45,7 @@ class Seeded:
 
 def _training(path: Path, store: LogStore) -> tuple[str, list[str]]:
     """One epoch of training on three problems, one of them hostile in every field."""
-    from runner.math.optimization import optimize
+    from runner.math.training import train
 
     problems = path.parent / "hostile_problems.jsonl"
     rows = [{"id": "p-hostile", "problem": f"Add one and one. {HOSTILE}", "answer": "2",
@@ -75,7 +75,7 @@ def _training(path: Path, store: LogStore) -> tuple[str, list[str]]:
 
     with FakeOpenAI(responder=respond) as server:
         llm = OpenAIChat("fake-model", base_url=server.url, api_key="k", backoff_s=0.001)
-        report = optimize(problems, llm=llm, epochs=1, max_actions=1, log_store=store,
+        report = train(problems, llm=llm, epochs=1, max_actions=1, log_store=store,
                           out=path.parent / "seeded_learned.json")
     return report.id, [epoch.evaluation_id for epoch in report.epochs if epoch.evaluation_id]
 

@@ -261,7 +261,7 @@ def test_runner_math_eval_of_a_few_sample_problems(llama_server, home, tmp_path)
 # -- the AgentOptimizer with the real model ---------------------------------------------------------
 
 
-def test_runner_math_optimize_one_epoch_on_two_sample_problems(llama_server, home, tmp_path):
+def test_runner_math_train_one_epoch_on_two_sample_problems(llama_server, home, tmp_path):
     """One optimizer epoch: the baseline measured, one step with the real model as the
     optimizer (its proposals checked, refused ones answered with the reason), the changed
     set measured if anything was accepted, the best set saved. A 135M model's actions are
@@ -270,7 +270,7 @@ def test_runner_math_optimize_one_epoch_on_two_sample_problems(llama_server, hom
     train.write_text("\n".join(SAMPLE.read_text().splitlines()[:2]) + "\n")
     out = tmp_path / "learned.json"
     started = time.monotonic()
-    proc = cli(["math", "optimize", "--train", str(train), "--epochs", "1", "--max-actions", "1",
+    proc = cli(["math", "train", "--train", str(train), "--epochs", "1", "--max-actions", "1",
                 "--max-tries", "2", "--max-turns", "2", "--max-tokens", "200",
                 "--optimizer-max-tokens", "400", "--history-tokens", "400", "--temperature", "0",
                 "--base-url", llama_server, "--out", str(out), "--json"], home)
@@ -305,6 +305,6 @@ def test_runner_math_optimize_one_epoch_on_two_sample_problems(llama_server, hom
             assert any(f"[{code}]" in logged["turns"][0]["feedback_text"] for code in codes)
     report = cli(["math", "report", data["id"], "--format", "json"], home)
     assert json.loads(report.stdout) == data
-    print(f"\nmath optimize: epoch 0 {baseline['success_rate']}, epoch 1 {step['outcome']} "
+    print(f"\nmath train: epoch 0 {baseline['success_rate']}, epoch 1 {step['outcome']} "
           f"({len(step['actions'])} accepted, {len(step['rejected'])} refused) in "
           f"{time.monotonic() - started:.1f} s")

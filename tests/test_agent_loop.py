@@ -17,7 +17,8 @@ from runner.errors import (
     LLMUnavailableError,
     ToolsNotSupportedError,
 )
-from runner.logs.agent import find_agent_run, load_executions, render_agent_run
+from runner.logs.agent import find_agent_run, load_executions
+from runner.logs.agent_text import render_agent_run
 
 
 def spec(name: str, code: str, properties: dict | None = None, description: str = "",

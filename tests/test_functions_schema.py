@@ -213,6 +213,40 @@ def test_docstring_without_sections_and_none():
     assert parse_docstring(None) == ("", {})
 
 
+def test_numpy_and_sphinx_docstrings_and_keyword_args():
+    numpy = """Scale a value.
+
+    Parameters
+    ----------
+    x : float
+        the value,
+        in metres.
+    factor
+        how much.
+    """
+    assert parse_docstring(numpy) == ("Scale a value.", {"x": "the value, in metres.",
+                                                         "factor": "how much."})
+    sphinx = """Scale a value.
+
+    :param x: the value.
+    :param factor: how much.
+    :returns: the product.
+    """
+    assert parse_docstring(sphinx) == ("Scale a value.", {"x": "the value.", "factor": "how much."})
+    google = """Scale.
+
+    Args:
+        x: the value.
+
+    Keyword Args:
+        factor: how much.
+
+    Notes:
+        y: not an argument.
+    """
+    assert parse_docstring(google) == ("Scale.", {"x": "the value.", "factor": "how much."})
+
+
 def test_annotated_description_wins_over_the_docstring():
     @tool
     def f(x: Annotated[int, "from Annotated"], y: int) -> int:

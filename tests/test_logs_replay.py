@@ -17,7 +17,7 @@ from runner.agent import Agent, OpenAIChat
 from runner.cli import main
 from runner.ids import new_id
 from runner.logs import LogStore
-from runner.logs.replay import NotReplayed, ReplayOutcome, Verdict, compare, replay
+from runner.logs.replay import NotReplayed, ReplayOutcome, ReplayVerdict, compare, replay
 from runner.types import ExecutionRequest, ExecutionResult, Status
 
 
@@ -72,7 +72,7 @@ def test_a_changed_status_is_different_status(home: Path, store: LogStore):
     store.record_execution(request, logged)
     outcomes = replay(store, logged.id)
     assert len(outcomes) == 1 and isinstance(outcomes[0], ReplayOutcome)
-    assert outcomes[0].verdict is Verdict.DIFFERENT_STATUS
+    assert outcomes[0].verdict is ReplayVerdict.DIFFERENT_STATUS
     assert (outcomes[0].original_status, outcomes[0].replay_status) == ("timeout", "ok")
     text = cli(home, "replay", logged.id).stdout
     assert "different_status (timeout -> ok)" in text and "+fine" in text
@@ -80,11 +80,11 @@ def test_a_changed_status_is_different_status(home: Path, store: LogStore):
 
 def test_compare_looks_at_output_return_value_and_error():
     base = ExecutionResult(id="a", backend="restricted", status=Status.OK, stdout="1\n", return_value=[1])
-    assert compare(base, base.model_copy(update={"id": "b", "duration_ms": 99})) == (Verdict.IDENTICAL, "")
+    assert compare(base, base.model_copy(update={"id": "b", "duration_ms": 99})) == (ReplayVerdict.IDENTICAL, "")
     verdict, diff = compare(base, base.model_copy(update={"return_value": [2]}))
-    assert verdict is Verdict.DIFFERENT_OUTPUT and "return value" in diff
+    assert verdict is ReplayVerdict.DIFFERENT_OUTPUT and "return value" in diff
     verdict, _ = compare(base, base.model_copy(update={"stdout_truncated": True}))
-    assert verdict is Verdict.DIFFERENT_OUTPUT
+    assert verdict is ReplayVerdict.DIFFERENT_OUTPUT
 
 
 DOUBLE = FunctionSpec.from_dict({"name": "double", "description": "Double x.",
@@ -141,7 +141,7 @@ def test_a_docker_run_replays_in_the_same_image_or_says_it_changed(home: Path, s
         original = sandbox.run("import sys\nprint(sys.version_info[:2], sum(range(100)))").id
     first = replay(store, original, sandbox_options=options)[0]
     assert isinstance(first, ReplayOutcome)
-    assert first.verdict is Verdict.IDENTICAL and first.warnings == []
+    assert first.verdict is ReplayVerdict.IDENTICAL and first.warnings == []
     assert store.get_execution(first.replay).result.backend == "docker"
     assert store.get_execution(first.replay).result.image == store.get_execution(original).result.image
 
@@ -150,5 +150,5 @@ def test_a_docker_run_replays_in_the_same_image_or_says_it_changed(home: Path, s
     moved = record.result.model_copy(update={"id": new_id(), "image": "sha256:" + "0" * 64})
     store.record_execution(record.request, moved)
     outcome = replay(store, moved.id, sandbox_options=options)[0]
-    assert isinstance(outcome, ReplayOutcome) and outcome.verdict is Verdict.IDENTICAL
+    assert isinstance(outcome, ReplayOutcome) and outcome.verdict is ReplayVerdict.IDENTICAL
     assert any("the sandbox image changed" in warning for warning in outcome.warnings)

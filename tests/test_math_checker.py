@@ -18,8 +18,8 @@ from runner.math import (
     checker_version,
 )
 from runner.math.normalize import normalize_answer
-from runner.math.pool import WorkerPool
-from runner.math.wire import CompareRequest
+from runner.math.checker_pool import CheckerPool
+from runner.math.checker_worker import CompareRequest
 
 
 @pytest.fixture(scope="module")
@@ -350,7 +350,7 @@ def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
 
 
 def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
-    pool = WorkerPool(1)
+    pool = CheckerPool(1)
     try:
         # The worker's own timer is set past the host's deadline, so only the kill can stop it.
         slow = CompareRequest(id=1, gold="1", candidate="10^{10^{10}}", soft_timeout_s=120)
@@ -369,15 +369,15 @@ def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
 def test_a_crashed_worker_is_a_verdict_and_is_replaced():
     with Checker(workers=1, timeout_s=30) as guarded:
         assert guarded.check("x+1", "1+x").equal
-        workers = list(guarded._pool._all)
-        assert len(workers) == 1
-        pid = workers[0].process.pid
+        pids = guarded._pool.worker_pids()
+        assert len(pids) == 1
+        pid = pids[0]
         # Kill the worker while it is busy with a slow comparison, as a segfault would.
         threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
         verdict = guarded.check("1", "10^{10^{10}}")
         assert (verdict.equal, verdict.rule, verdict.failed) == (False, "crashed", True)
         assert guarded.check("x+2", "2+x").equal
-        assert pid not in {worker.process.pid for worker in guarded._pool._all}
+        assert pid not in guarded._pool.worker_pids()
 
 
 def test_a_worker_that_cannot_start_is_a_runner_error():
@@ -392,7 +392,7 @@ def test_a_worker_that_cannot_start_is_a_runner_error():
 def test_no_worker_processes_outlive_close():
     guarded = Checker(workers=2)
     guarded.check("x+1", "1+x")
-    pids = [worker.process.pid for worker in guarded._pool._all]
+    pids = guarded._pool.worker_pids()
     assert pids
     guarded.close()
     for pid in pids:

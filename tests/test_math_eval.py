@@ -1,7 +1,10 @@
-"""Evaluations of the committed sample (tests/data) with a scripted model served on 127.0.0.1:
-exact accuracy by type and level, what is logged per problem, the reports (JSON, Markdown,
-chart), a resume after SIGKILL that ends with the same counts, and the errors a user can
-hit (no model server, bad dataset lines, unknown type or level).
+"""Evaluations of the committed sample (tests/data) with a scripted model: exact accuracy by
+type and level, what is logged per problem, the reports (JSON, Markdown, chart), a resume
+after SIGKILL that ends with the same counts, and the errors a user can hit (no model
+server, bad dataset lines, unknown type or level). The evaluation's own logic runs against
+a fake model in-process (`runner.testing.FunctionChat`); what concerns the model server
+(unreachable, dying mid-evaluation) and the command line runs against a real HTTP server
+speaking the OpenAI protocol, through the SDK.
 
 The scripted model answers by the conversation it is sent (the evaluation runs problems
 concurrently, so a fixed order of replies would not do): a code block, a second block
@@ -31,6 +34,7 @@ from runner.math import load_jsonl
 from runner.math.datasets import DatasetLineError, UnknownFilterError
 from runner.math.evaluation import evaluate, evaluation_report, resume_evaluation
 from runner.math.report import render_markdown, write_chart
+from runner.testing import FunctionChat
 
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "math_sample.jsonl"
@@ -75,6 +79,15 @@ def llm(server: FakeOpenAI) -> OpenAIChat:
     return OpenAIChat("fake-model", base_url=server.url, api_key="test-key", backoff_s=0.001)
 
 
+def fake(responder) -> FunctionChat:
+    """The same script as a fake model: `responder` answers a request body."""
+    def answer(messages: list[dict], tools) -> str:
+        reply = responder({"messages": messages})
+        return reply["content"] if isinstance(reply, dict) else reply
+
+    return FunctionChat(answer, model="fake-model")
+
+
 @pytest.fixture
 def store(tmp_path: Path):
     with LogStore(tmp_path / "log.db") as opened:
@@ -85,9 +98,8 @@ def store(tmp_path: Path):
 def test_an_evaluation_of_the_sample_has_the_known_accuracy(store, tmp_path, backend):
     from conftest import backend_options
 
-    with FakeOpenAI(responder=scripted) as server:
-        report = evaluate(SAMPLE, llm=llm(server), concurrency=3, backend=backend,
-                          log_store=store, backend_options=backend_options(backend))
+    report = evaluate(SAMPLE, llm=fake(scripted), concurrency=3, backend=backend,
+                      log_store=store, backend_options=backend_options(backend))
     data = report.to_json_dict()
     assert data["status"] == "finished" and data["pending"] == 0
     assert data["total"] == len(PROBLEMS) == 35
@@ -128,9 +140,8 @@ def test_an_evaluation_of_the_sample_has_the_known_accuracy(store, tmp_path, bac
 
 
 def test_reports_markdown_json_and_chart(store, tmp_path):
-    with FakeOpenAI(responder=scripted) as server:
-        report = evaluate(SAMPLE, llm=llm(server), concurrency=2, types=["algebra", "Geometry"],
-                          limit=6, log_store=store)
+    report = evaluate(SAMPLE, llm=fake(scripted), concurrency=2, types=["algebra", "Geometry"],
+                      limit=6, log_store=store)
     again = evaluation_report(report.id, log_store=store)
     assert again.to_json_dict() == report.to_json_dict()
     data = report.to_json_dict()
@@ -154,13 +165,13 @@ def test_gsm8k_with_the_program_of_thoughts(store):
         answer = gold[task] if len(task) % 2 else f"{gold[task]} + 1"
         return f"```python\nprint({answer})\n```"
 
-    with FakeOpenAI(responder=program) as server:
-        report = evaluate(GSM8K, llm=llm(server), method="pot", concurrency=2, log_store=store)
+    model = fake(program)
+    report = evaluate(GSM8K, llm=model, method="pot", concurrency=2, log_store=store)
     expected = sum(1 for p in problems if len(p.problem) % 2)
     assert (report.correct, report.total) == (expected, len(problems))
     assert report.to_json_dict()["by_type"] == {
         "(no type)": {"correct": expected, "total": len(problems), "accuracy": expected / len(problems)}}
-    assert len(server.requests) == len(problems)  # one reply per problem
+    assert len(model.requests) == len(problems)  # one reply per problem
 
 
 def test_an_unreachable_model_server_is_a_clear_error_before_anything_runs(store):
@@ -209,13 +220,12 @@ def test_bad_lines_stop_or_are_skipped_and_reported(store, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join([lines[0], "{not json", lines[1], '{"problem": "no answer"}',
                               lines[2]]) + "\n")
-    with FakeOpenAI(responder=scripted) as server:
-        with pytest.raises(DatasetLineError) as caught:
-            evaluate(bad, llm=llm(server), log_store=store)
-        assert [error.line for error in caught.value.errors] == [2, 4]
-        assert "bad.jsonl:2: not valid JSON" in caught.value.message
-        assert "skip" in caught.value.fix
-        report = evaluate(bad, llm=llm(server), on_bad_line="skip", log_store=store)
+    with pytest.raises(DatasetLineError) as caught:
+        evaluate(bad, llm=fake(scripted), log_store=store)
+    assert [error.line for error in caught.value.errors] == [2, 4]
+    assert "bad.jsonl:2: not valid JSON" in caught.value.message
+    assert "skip" in caught.value.fix
+    report = evaluate(bad, llm=fake(scripted), on_bad_line="skip", log_store=store)
     assert report.total == 3
     skipped = report.to_json_dict()["sample"]["skipped_lines"]
     assert len(skipped) == 2 and skipped[0].endswith("bad.jsonl:2: not valid JSON: Expecting "
@@ -224,13 +234,12 @@ def test_bad_lines_stop_or_are_skipped_and_reported(store, tmp_path):
 
 
 def test_unknown_type_or_level_lists_the_valid_ones(store):
-    with FakeOpenAI(responder=scripted) as server:
-        with pytest.raises(UnknownFilterError) as caught:
-            evaluate(SAMPLE, llm=llm(server), types=["Topology"], log_store=store)
-        assert "has no type 'Topology'; it has: Algebra, Counting & Probability" in caught.value.message
-        with pytest.raises(UnknownFilterError) as caught:
-            evaluate(SAMPLE, llm=llm(server), levels=[7], log_store=store)
-        assert "it has: 1, 2, 3, 4, 5" in caught.value.message
+    with pytest.raises(UnknownFilterError) as caught:
+        evaluate(SAMPLE, llm=fake(scripted), types=["Topology"], log_store=store)
+    assert "has no type 'Topology'; it has: Algebra, Counting & Probability" in caught.value.message
+    with pytest.raises(UnknownFilterError) as caught:
+        evaluate(SAMPLE, llm=fake(scripted), levels=[7], log_store=store)
+    assert "it has: 1, 2, 3, 4, 5" in caught.value.message
     assert EvaluationLog(store).list() == []
 
 

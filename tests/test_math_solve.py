@@ -1,7 +1,8 @@
-"""MathChat solving through the real `openai` SDK against a scripted server on 127.0.0.1, on
-both isolation tiers: the endings (a boxed answer, TERMINATE, the turn limit, no answer),
-the feedback (errors, no output, three failing blocks, timeouts, long output), one session
-per problem, learned functions from a block and as a native tool, and the two baselines."""
+"""MathChat solving with a scripted model (`runner.testing.ScriptedChat`), on both isolation
+tiers: the endings (a boxed answer, TERMINATE, the turn limit, no answer), the feedback
+(errors, no output, three failing blocks, timeouts, long output), one session per problem,
+learned functions from a block and as a native tool, and the two baselines. A server that
+refuses tool calls is a real HTTP server speaking the OpenAI protocol, through the SDK."""
 
 from __future__ import annotations
 
@@ -12,40 +13,40 @@ from runner import FunctionSet, FunctionSpec, Limits
 from runner.agent import AgentStatus, OpenAIChat
 from runner.logs.agent import load_executions
 from runner.math.mathchat import solve
+from runner.testing import ScriptedChat, tool_call
 
 PROBLEM = "Find the sum of all x with x^2-5x+6=0."
 
 
 @pytest.fixture
-def server():
-    with FakeOpenAI() as fake:
-        yield fake
+def model():
+    return ScriptedChat(model="fake-model")
 
 
 def llm(server: FakeOpenAI) -> OpenAIChat:
     return OpenAIChat("fake-model", base_url=server.url, api_key="test-key", backoff_s=0.001)
 
 
-def run(server, sandbox, *replies: str, **options):
-    server.replies(*replies)
+def run(model, sandbox, *replies: str, **options):
+    model.queue(*replies)
     options.setdefault("gold", "5")
-    return solve(PROBLEM, llm=llm(server), sandbox=sandbox, **options)
+    return solve(PROBLEM, llm=model, sandbox=sandbox, **options)
 
 
 def codes(solution) -> list[list[str]]:
     return [turn.feedback_codes for turn in solution.run.turns]
 
 
-def sent(server: FakeOpenAI, index: int) -> list[dict]:
-    return server.requests[index]["messages"]
+def sent(model: ScriptedChat, index: int) -> list[dict]:
+    return model.requests[index]["messages"]
 
 
 def block(code: str) -> str:
     return f"Next step.\n```python\n{code}\n```"
 
 
-def test_correct_answer_with_state_across_blocks(server, sandbox):
-    solution = run(server, sandbox,
+def test_correct_answer_with_state_across_blocks(model, sandbox):
+    solution = run(model, sandbox,
                    block("from sympy import symbols, solve\nx = symbols('x')\n"
                          "roots = solve(x**2 - 5*x + 6, x)\nprint(roots)"),
                    block("print(sum(roots))"),
@@ -54,11 +55,11 @@ def test_correct_answer_with_state_across_blocks(server, sandbox):
     assert solution.correct is True and solution.verdict is not None and solution.verdict.equal
     assert solution.turns == 3 and solution.code_blocks == 2
     # the prompt is MathChat's, the problem comes as the user's message
-    system, task = sent(server, 0)[:2]
+    system, task = sent(model, 0)[:2]
     assert "\\boxed{}" in system["content"] and "print()" in system["content"]
     assert task == {"role": "user", "content": f"Problem: {PROBLEM}"}
-    assert sent(server, 1)[-1]["content"] == "The block ran. Output:\n[2, 3]"
-    assert sent(server, 2)[-1]["content"] == "The block ran. Output:\n5"
+    assert sent(model, 1)[-1]["content"] == "The block ran. Output:\n[2, 3]"
+    assert sent(model, 2)[-1]["content"] == "The block ran. Output:\n5"
     # one session; the second request ran only the second block (nothing re-ran)
     records = load_executions(sandbox.log_store, solution.run)
     first, second = (records[i] for i in solution.run.execution_ids)
@@ -67,15 +68,15 @@ def test_correct_answer_with_state_across_blocks(server, sandbox):
     assert first.result.backend == sandbox.backend
 
 
-def test_wrong_answer_is_judged_by_the_checker(server, sandbox):
-    solution = run(server, sandbox, block("print(2 * 3)"), "So \\boxed{6}.")
+def test_wrong_answer_is_judged_by_the_checker(model, sandbox):
+    solution = run(model, sandbox, block("print(2 * 3)"), "So \\boxed{6}.")
     assert solution.status is AgentStatus.ANSWERED and solution.answer == "6"
     assert solution.correct is False and solution.verdict is not None
     assert solution.verdict.reason and not solution.verdict.failed
 
 
-def test_code_error_then_fix(server, sandbox):
-    solution = run(server, sandbox, block("print(5 / 0)"), block("print(10 // 2)"), "\\boxed{5}")
+def test_code_error_then_fix(model, sandbox):
+    solution = run(model, sandbox, block("print(5 / 0)"), block("print(10 // 2)"), "\\boxed{5}")
     assert solution.correct is True
     assert codes(solution)[:2] == [["EXECUTION_FAILED"], []]
     feedback = solution.run.turns[0].feedback_text
@@ -83,8 +84,8 @@ def test_code_error_then_fix(server, sandbox):
     assert "fix the cause" in feedback
 
 
-def test_three_failing_blocks_then_reasoning(server, sandbox):
-    solution = run(server, sandbox,
+def test_three_failing_blocks_then_reasoning(model, sandbox):
+    solution = run(model, sandbox,
                    block("print(undefined_a)"),
                    block("y = 2"),  # prints nothing: counts as failing
                    block("print(undefined_b)"),
@@ -94,19 +95,19 @@ def test_three_failing_blocks_then_reasoning(server, sandbox):
                                    ["EXECUTION_FAILED", "CODE_KEEPS_FAILING"]]
     assert "printed nothing" in solution.run.turns[1].feedback_text
     assert "print(x)" in solution.run.turns[1].feedback_text
-    told = sent(server, 3)[-1]["content"]
+    told = sent(model, 3)[-1]["content"]
     assert "[CODE_KEEPS_FAILING]" in told and "Solve this step by reasoning" in told
-    assert "[CODE_KEEPS_FAILING]" not in sent(server, 2)[-1]["content"]
+    assert "[CODE_KEEPS_FAILING]" not in sent(model, 2)[-1]["content"]
 
 
-def test_a_block_that_works_resets_the_failure_count(server, sandbox):
-    solution = run(server, sandbox, block("print(undefined_a)"), block("print(undefined_b)"),
+def test_a_block_that_works_resets_the_failure_count(model, sandbox):
+    solution = run(model, sandbox, block("print(undefined_a)"), block("print(undefined_b)"),
                    block("print(1)"), block("print(undefined_c)"), "\\boxed{5}")
     assert "CODE_KEEPS_FAILING" not in [c for turn in codes(solution) for c in turn]
 
 
-def test_timeout_in_a_block(server, sandbox):
-    solution = run(server, sandbox, block("n = 0\nwhile True:\n    n += 1"), block("print(2 + 3)"),
+def test_timeout_in_a_block(model, sandbox):
+    solution = run(model, sandbox, block("n = 0\nwhile True:\n    n += 1"), block("print(2 + 3)"),
                    "\\boxed{5}", limits=Limits(timeout_s=1))
     assert solution.correct is True
     assert codes(solution)[:2] == [["TIMEOUT"], []]
@@ -114,8 +115,8 @@ def test_timeout_in_a_block(server, sandbox):
     assert "variables and imports from earlier blocks are gone" in solution.run.turns[0].feedback_text
 
 
-def test_long_output_is_cut_with_a_warning(server, sandbox):
-    solution = run(server, sandbox, block("print('7' * 20000)"), "\\boxed{5}",
+def test_long_output_is_cut_with_a_warning(model, sandbox):
+    solution = run(model, sandbox, block("print('7' * 20000)"), "\\boxed{5}",
                    max_output_chars=500)
     text = solution.run.turns[0].feedback_text
     assert "OUTPUT_TRUNCATED" in codes(solution)[0]
@@ -123,8 +124,8 @@ def test_long_output_is_cut_with_a_warning(server, sandbox):
     assert len(text) < 1500
 
 
-def test_no_boxed_answer(server, sandbox):
-    solution = run(server, sandbox, "The answer is 5.", "I am sure it is 5.", max_turns=2)
+def test_no_boxed_answer(model, sandbox):
+    solution = run(model, sandbox, "The answer is 5.", "I am sure it is 5.", max_turns=2)
     assert solution.status is AgentStatus.MAX_TURNS and solution.answer is None
     assert solution.correct is False and solution.verdict is not None
     assert solution.verdict.rule == "empty"
@@ -132,23 +133,23 @@ def test_no_boxed_answer(server, sandbox):
     assert "\\boxed{<answer>}" in solution.run.turns[0].feedback_text
 
 
-def test_terminate_ends_without_an_answer(server, sandbox):
-    solution = run(server, sandbox, block("print(1)"), "I cannot solve this. TERMINATE")
+def test_terminate_ends_without_an_answer(model, sandbox):
+    solution = run(model, sandbox, block("print(1)"), "I cannot solve this. TERMINATE")
     assert solution.status is AgentStatus.TERMINATED and solution.answer is None
     assert solution.correct is False and solution.turns == 2
-    assert server.pending == 0
+    assert model.pending == 0
 
 
-def test_terminate_with_code_is_ignored_until_the_code_ran(server, sandbox):
-    solution = run(server, sandbox, block("print(2 + 3)") + "\nTERMINATE", "\\boxed{5}")
+def test_terminate_with_code_is_ignored_until_the_code_ran(model, sandbox):
+    solution = run(model, sandbox, block("print(2 + 3)") + "\nTERMINATE", "\\boxed{5}")
     assert solution.status is AgentStatus.ANSWERED and solution.correct is True
     assert "TERMINATE was ignored" in solution.run.turns[0].feedback_text
 
 
-def test_turn_limit_is_fifteen_model_messages(server, sandbox):
-    solution = run(server, sandbox, *[block(f"print({n})") for n in range(20)])
+def test_turn_limit_is_fifteen_model_messages(model, sandbox):
+    solution = run(model, sandbox, *[block(f"print({n})") for n in range(20)])
     assert solution.status is AgentStatus.MAX_TURNS and solution.answer is None
-    assert solution.turns == 15 and len(server.requests) == 15
+    assert solution.turns == 15 and len(model.requests) == 15
 
 
 LCM = FunctionSpec.from_dict({
@@ -158,17 +159,16 @@ LCM = FunctionSpec.from_dict({
 LEARNED = FunctionSet("learned", [LCM], log_store=False)
 
 
-def test_learned_functions_from_a_block_and_as_a_tool(server, sandbox):
-    server.reply(block("print(lcm_of(4, 6))"))
-    server.reply("", tool_calls=[FakeOpenAI.call("lcm_of", {"a": 3, "b": 5}, "call_1")])
-    server.reply("\\boxed{12}")
-    solution = solve("lcm(4, 6)?", llm=llm(server), sandbox=sandbox, functions=LEARNED, gold="12")
+def test_learned_functions_from_a_block_and_as_a_tool(model, sandbox):
+    model.queue(block("print(lcm_of(4, 6))"),
+                tool_call("lcm_of", {"a": 3, "b": 5}, call_id="call_1"), "\\boxed{12}")
+    solution = solve("lcm(4, 6)?", llm=model, sandbox=sandbox, functions=LEARNED, gold="12")
     assert solution.correct is True
-    first = server.requests[0]
+    first = model.requests[0]
     assert [tool["function"]["name"] for tool in first["tools"]] == ["lcm_of"]
     assert "lcm_of" in first["messages"][0]["content"]  # described in the prompt as well
-    assert sent(server, 1)[-1]["content"] == "The block ran. Output:\n12"
-    tool_message = sent(server, 2)[-1]
+    assert sent(model, 1)[-1]["content"] == "The block ran. Output:\n12"
+    tool_message = sent(model, 2)[-1]
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
     assert tool_message["content"] == 'Result of lcm_of({"a": 3, "b": 5}): 15'
     records = load_executions(sandbox.log_store, solution.run)
@@ -189,23 +189,23 @@ def test_a_server_without_tool_calls_gets_the_functions_in_code_only(sandbox):
     assert "refused by the server" in solution.run.settings["native_tools"]
 
 
-def test_program_of_thoughts_takes_the_printed_answer(server, sandbox):
-    solution = run(server, sandbox, "```python\nfrom sympy import Rational\n"
+def test_program_of_thoughts_takes_the_printed_answer(model, sandbox):
+    solution = run(model, sandbox, "```python\nfrom sympy import Rational\n"
                    "print('working')\nprint(Rational(10, 2))\n```", method="pot")
     assert solution.status is AgentStatus.ANSWERED and solution.answer == "5"
-    assert solution.correct is True and solution.turns == 1 and len(server.requests) == 1
-    assert "prints only the final answer" in sent(server, 0)[0]["content"]
+    assert solution.correct is True and solution.turns == 1 and len(model.requests) == 1
+    assert "prints only the final answer" in sent(model, 0)[0]["content"]
 
 
-def test_program_of_thoughts_failing_has_no_answer(server, sandbox):
-    solution = run(server, sandbox, "```python\nprint(1 / 0)\n```", method="pot")
+def test_program_of_thoughts_failing_has_no_answer(model, sandbox):
+    solution = run(model, sandbox, "```python\nprint(1 / 0)\n```", method="pot")
     assert solution.status is AgentStatus.MAX_TURNS and solution.answer is None
     assert solution.correct is False
 
 
-def test_vanilla_runs_no_code(server, sandbox):
-    solution = run(server, sandbox, "```python\nprint(6)\n```\nBy Vieta, \\boxed{5}.",
+def test_vanilla_runs_no_code(model, sandbox):
+    solution = run(model, sandbox, "```python\nprint(6)\n```\nBy Vieta, \\boxed{5}.",
                    method="vanilla")
     assert solution.status is AgentStatus.ANSWERED and solution.answer == "5"
     assert solution.correct is True and solution.run.execution_ids == []
-    assert "without running any code" in sent(server, 0)[0]["content"]
+    assert "without running any code" in sent(model, 0)[0]["content"]

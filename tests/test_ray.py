@@ -29,7 +29,7 @@ from runner import ExecutionResult, Sandbox, Status
 from runner.backends.base import run_was_lost
 from runner.errors import BackendUnavailableError
 from runner.logs import LogStore
-from runner.logs.render import render_execution
+from runner.logs.execution_text import render_execution
 from runner.logs.viewer import create_app
 
 pytestmark = pytest.mark.ray

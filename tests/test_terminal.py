@@ -138,6 +138,7 @@ def hostile_program(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_exec_on_a_terminal_shows_escapes_not_sequences(env, hostile_program):
     code, shown = in_terminal(RUNNER + ["exec", str(hostile_program)], env)
     assert code == 1
@@ -148,11 +149,13 @@ def test_exec_on_a_terminal_shows_escapes_not_sequences(env, hostile_program):
     assert "\x1b[31merror\x1b[0m" in shown  # the status, in colour on a terminal
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_no_color_turns_colour_off(env, hostile_program):
     code, shown = in_terminal(RUNNER + ["exec", str(hostile_program)], {**env, "NO_COLOR": "1"})
     assert code == 1 and "\x1b" not in shown and "status error" in shown
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_raw_keeps_the_sequences(env, hostile_program):
     code, shown = in_terminal(RUNNER + ["exec", str(hostile_program), "--raw"], env)
     assert code == 1 and OSC_CLIPBOARD in shown and "\x9b31m" in shown
@@ -174,6 +177,7 @@ def test_piped_output_of_a_program_is_exact_and_json_is_exact(env, hostile_progr
         assert store.get_execution(result["id"]).result.stdout == HOSTILE + "\n"  # the log: exact
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_call_on_a_terminal(env, tmp_path):
     path = tmp_path / "set.json"
     path.write_text(json.dumps([{"name": "f", "code": f"def f():\n    print({HOSTILE!r})\n    return {HOSTILE!r}\n"}]))
@@ -204,6 +208,7 @@ def test_functions_show_and_errors_are_always_made_safe(env, tmp_path):
     assert "\x1b" not in error.stderr
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_functions_history_is_safe_and_coloured_on_a_terminal(env):
     database = Path(env["RUNNER_HOME"]) / "runner.db"
     functions = FunctionSet("hostile", log_store=database)
@@ -220,6 +225,7 @@ def test_functions_history_is_safe_and_coloured_on_a_terminal(env):
     assert "\x1b" not in plain
 
 
+@pytest.mark.slow  # drives the CLI on a pseudo-terminal: a few seconds each
 def test_agent_answer_and_progress_on_a_terminal(env):
     with FakeOpenAI() as server:
         server.reply("", tool_calls=[FakeOpenAI.call("nope" + OSC_TITLE_BEL, {})])

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..logs.agent import AgentLog
     from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, ReplyProblem
-    from .feedback import ErrorCode, Feedback, Observation
+    from .feedback import ActionReport, ErrorCode, Feedback
     from .llm import ChatModel, ChatReply, OpenAIChat, ToolCall, Usage
     from .loop import Agent
     from .protocols import (
@@ -47,7 +47,7 @@ _WHERE = {
     "AgentLog": "runner.logs.agent",
     "AnswerAction": ".actions", "CallAction": ".actions", "CodeAction": ".actions",
     "ParsedReply": ".actions", "ReplyProblem": ".actions",
-    "ErrorCode": ".feedback", "Feedback": ".feedback", "Observation": ".feedback",
+    "ErrorCode": ".feedback", "Feedback": ".feedback", "ActionReport": ".feedback",
     "ChatModel": ".llm", "ChatReply": ".llm", "OpenAIChat": ".llm", "ToolCall": ".llm",
     "Usage": ".llm",
     "Agent": ".loop",
@@ -69,6 +69,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "PROTOCOLS",
+    "ActionReport",
     "Agent",
     "AgentLog",
     "AgentRun",
@@ -83,7 +84,6 @@ __all__ = [
     "ErrorCode",
     "Feedback",
     "JsonProtocol",
-    "Observation",
     "OpenAIChat",
     "ParsedReply",
     "ReplyProblem",

@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..packages import PACKAGE_REFUSED
 from ..types import ExecutionResult, Status
+from ..worker import error_types
 
 DEFAULT_MAX_CHARS = 3000
 _TAIL_LINES = 12
@@ -57,7 +57,7 @@ class Feedback(BaseModel):
     execution_id: str | None = None
 
 
-class Observation(BaseModel):
+class ActionReport(BaseModel):
     """What one action produced, as the model will read it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -200,7 +200,7 @@ def disabled_notice(name: str, failures: int) -> str:
 
 def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: str = "",
             kind: str = "call", max_chars: int = DEFAULT_MAX_CHARS,
-            call_id: str | None = None, require_output: bool = False) -> Observation:
+            call_id: str | None = None, require_output: bool = False) -> ActionReport:
     """The text for the model after `result` (of the call or block called `label`).
 
     `spec` is the called function (for its description and schema in reminders); `kind`
@@ -226,7 +226,7 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
         truncated = _truncated(result, sandbox_cut=sandbox_cut, display_cut=cut)
         problems.append(truncated)
         text += "\n" + render(truncated, max_chars=max_chars)
-    return Observation(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
+    return ActionReport(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
                        execution_id=result.id, call_id=call_id)
 
 
@@ -299,7 +299,7 @@ def problem_for_result(result: ExecutionResult, *, label: str, spec: Any = None,
                      f"{_compact(spec.parameters)}. {template}" if spec is not None else template)
     output_tail = last_lines(_output(result)) if _output(result).strip() else ""
 
-    if result.status is Status.INVALID_ARGS and error_type == "UnknownFunction":
+    if result.status is Status.INVALID_ARGS and error_type == error_types.UNKNOWN_FUNCTION:
         available = list(detail.get("available") or [])
         return Feedback(code=ErrorCode.UNKNOWN_FUNCTION, message=message,
                         details={"available": available}, reminder=template,
@@ -327,8 +327,8 @@ def problem_for_result(result: ExecutionResult, *, label: str, spec: Any = None,
                         reminder=_fix_reminder(kind, "use less memory (smaller data, generators)",
                                                reference, template),
                         execution_id=result.id)
-    if (result.status is Status.INSTALL_FAILED or error_type in (PACKAGE_REFUSED,
-                                                                 "ModuleNotFoundError")):
+    if (result.status is Status.INSTALL_FAILED or error_type in (error_types.PACKAGE_UNAVAILABLE,
+                                                                 ModuleNotFoundError.__name__)):
         return Feedback(code=ErrorCode.PACKAGE_UNAVAILABLE, message=f"{label} failed: {message}",
                         details={"error": f"{error_type}: {message}" if error_type else ""},
                         reminder=_fix_reminder(kind, "use only the modules that are available",

@@ -180,7 +180,7 @@ class OpenAIChat:
                 self._sleep(wait if wait is not None else self._backoff(retries))
         latency_ms = int((time.monotonic() - started) * 1000)
         data = self._body(raw.http_response, "POST /chat/completions", "a chat completion")
-        return _reply(data, latency_ms=latency_ms, retries=retries, where=self._where)
+        return reply_from_completion(data, latency_ms=latency_ms, retries=retries, where=self._where)
 
     def _backoff(self, attempt: int) -> float:
         delay = min(float(self.max_backoff_s), self.backoff_s * 2.0 ** (attempt - 1))
@@ -352,8 +352,9 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _reply(data: dict[str, Any], *, latency_ms: int, retries: int, where: str = "the model server"
-           ) -> ChatReply:
+def reply_from_completion(data: dict[str, Any], *, latency_ms: int, retries: int,
+                          where: str = "the model server") -> ChatReply:
+    """The reply in a chat-completion body (as a server sends it), read as untrusted data."""
     try:
         completion = _WireCompletion.model_validate(data)
     except ValidationError as exc:

@@ -60,12 +60,12 @@ from ..types import ExecutionResult, Limits, Status
 from . import feedback
 from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopAction
 from .context import DEFAULT_CONTEXT_CHARS, fit
-from .execution import ActionRunner
-from .feedback import Observation
+from .feedback import ActionReport
 from .host import HostCall, HostFunction
 from .llm import ChatModel, ChatReply, Message
 from .protocols import ReplyProtocol, get_protocol
 from .run import AgentRun, AgentStatus, AgentTurn
+from .sandbox_actions import ActionRunner
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ class _Conversation:
         text = feedback.render(item, max_chars=self.agent.max_feedback_chars)
         call_ids: list[str | None] = [call.id for call in reply.tool_calls] or [None]
         for call_id in call_ids:
-            step.observations.append(Observation(text=text, ok=False, problems=(item,), call_id=call_id))
+            step.observations.append(ActionReport(text=text, ok=False, problems=(item,), call_id=call_id))
         key = _key("length", reply.content, [c.model_dump() for c in reply.tool_calls])
         if key in self.failed_replies:
             return AgentStatus.GAVE_UP, "the model repeated a reply that had already been cut off at its token limit"
@@ -325,7 +325,7 @@ class _Conversation:
         """MALFORMED_RESPONSE for each problem; stop if the same unusable reply comes again."""
         for problem in parsed.problems:
             item = feedback.malformed(problem.message, template=self.template, details=problem.details)
-            step.observations.append(Observation(
+            step.observations.append(ActionReport(
                 text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
                 problems=(item,), call_id=problem.call_id))
         if parsed.problems and not parsed.actions:
@@ -368,7 +368,7 @@ class _Conversation:
         if action.function in self.disabled:
             item = feedback.disabled_function(action.function, self.failures[action.function],
                                               template=self.template)
-            step.observations.append(Observation(
+            step.observations.append(ActionReport(
                 text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
                 problems=(item,), call_id=action.call_id))
             return None
@@ -398,7 +398,7 @@ class _Conversation:
         return None
 
     def _host_call(self, handler: HostFunction, action: CallAction, meta: dict[str, Any],
-                   step: _Step) -> Observation:
+                   step: _Step) -> ActionReport:
         """A call carried out on the host: its outcome as an observation (see `runner.agent.host`)."""
         outcome = handler(HostCall(function=action.function, arguments=action.arguments,
                                    sandbox=self.sandbox, meta=dict(meta),
@@ -408,11 +408,11 @@ class _Conversation:
         if outcome.finish is not None:
             step.finish = outcome.finish
         if outcome.problem is not None:
-            return Observation(text=feedback.render(outcome.problem,
+            return ActionReport(text=feedback.render(outcome.problem,
                                                     max_chars=self.agent.max_feedback_chars),
                                ok=False, problems=(outcome.problem,), call_id=action.call_id)
         text, _ = feedback.clip(outcome.text, self.agent.max_feedback_chars, where="the log")
-        return Observation(text=text, ok=True, call_id=action.call_id)
+        return ActionReport(text=text, ok=True, call_id=action.call_id)
 
     def _code(self, action: CodeAction, meta: dict[str, Any], step: _Step, *, label: str
               ) -> tuple[AgentStatus, str] | None:
@@ -442,7 +442,7 @@ class _Conversation:
                               "fresh one: variables and imports from earlier blocks are gone")
         return None
 
-    def _count_failing_block(self, observation: Observation, step: _Step) -> None:
+    def _count_failing_block(self, observation: ActionReport, step: _Step) -> None:
         """After `reason_after_failures` failing blocks in a row, CODE_KEEPS_FAILING."""
         limit = self.protocol.reason_after_failures
         if limit is None:
@@ -453,7 +453,7 @@ class _Conversation:
         self.failing_blocks += 1
         if self.failing_blocks >= limit:
             item = feedback.code_keeps_failing(self.failing_blocks)
-            step.observations.append(Observation(
+            step.observations.append(ActionReport(
                 text=feedback.render(item, max_chars=self.agent.max_feedback_chars), ok=False,
                 problems=(item,)))
             self.failing_blocks = 0
@@ -505,7 +505,7 @@ class _Step:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.observations: list[Observation] = []
+        self.observations: list[ActionReport] = []
         self.notes: list[str] = []
         self.execution_ids: list[str] = []
         self.results: list[ExecutionResult] = []  # of the code blocks, in order

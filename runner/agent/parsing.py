@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
 from ..jsonlimits import JsonBounds, JsonBoundsError, json_problem, loads
-from ..math.extract import last_boxed as last_boxed  # one rule for agent and evaluation
+from .boxed import last_boxed as last_boxed  # one rule for agent and evaluation
 
 # What one reply may hold as JSON: replies are bounded by the model's token limit, but a
 # server can send anything. Beyond these, text is not read as JSON (and the model is told).
@@ -386,4 +386,4 @@ def fenced_blocks(text: str) -> list[Fence]:
         position = end
 
 
-# `last_boxed(text)`: one rule for the agent and the math evaluation (runner.math.extract).
+# `last_boxed(text)`: one rule for the agent and the math evaluation (runner.agent.boxed).

@@ -24,7 +24,8 @@ import ray
 from .. import __version__
 from ..errors import BackendUnavailableError, RunnerError
 from ..types import ExecutionRequest, ExecutionResult
-from .base import Backend, create_backend
+from .base import Backend
+from .registry import create_backend
 
 # The actor's threads: runs take the default group, sized per actor to the driver's queue
 # (`max_concurrency`); session blocks have their own (one thread per block in flight, so

@@ -25,6 +25,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from .. import __version__
 from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Resources, Status
+from ..worker import error_types
 from .ray_actor import ActorReport, SandboxActor
 from .worker_backend import OUTER_GRACE_S
 
@@ -105,14 +106,14 @@ def on_node(result: ExecutionResult, node: str) -> ExecutionResult:
 def lost_result(base: dict[str, Any], node: str, reason: str, started: float) -> ExecutionResult:
     return ExecutionResult(
         **base, status=Status.CRASHED, duration_ms=int((time.monotonic() - started) * 1000),
-        resources=Resources(node=node), error=ErrorInfo(type="NodeLost", message=(
+        resources=Resources(node=node), error=ErrorInfo(type=error_types.NODE_LOST, message=(
             f"the Ray node {node} was lost while this ran ({reason}); its output is gone. A "
             "sandboxed run leaves nothing behind, so it can be run again: new runs go to the "
             "nodes that are left")))
 
 
 def no_capacity_result(base: dict[str, Any], waited_s: float) -> ExecutionResult:
-    return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(type="NoCapacity", message=(
+    return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(type=error_types.NO_CAPACITY, message=(
         f"no Ray node could take this run within {waited_s:.0f} s: the cluster has no live "
         "actor left; it was not run (add or restart nodes; new actors are placed as they come)")))
 

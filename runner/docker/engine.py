@@ -142,11 +142,6 @@ def image_id(tag: str) -> str | None:
     return proc.stdout.decode().strip() or None
 
 
-def image_labels(tag: str) -> dict[str, str]:
-    proc = docker(["image", "inspect", "--format", "{{json .Config.Labels}}", tag], timeout=30)
-    return json.loads(proc.stdout or b"null") or {}
-
-
 def list_images(reference: str) -> list[dict[str, str]]:
     proc = docker(["image", "ls", "--format", "{{json .}}", reference], timeout=30)
     return [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]

@@ -26,6 +26,7 @@ from ..errors import ConfigurationError
 from ..ids import new_id
 from ..jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, json_problem, loads
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, Limits, SourceFile, Status
+from ..worker import error_types
 from .sets import FunctionLike, FunctionSet, as_spec
 from .spec import FunctionSpec
 from .validation import validate_arguments
@@ -98,7 +99,7 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
         request = build_request(spec, _loggable(arguments), function_set=function_set, limits=limits)
         detail = problems.model_dump(mode="json")
         result = _refused(sandbox, limits, ErrorInfo(
-            type="InvalidArguments", message=problems.message(), detail=detail), execution_id)
+            type=error_types.INVALID_ARGUMENTS, message=problems.message(), detail=detail), execution_id)
         # The log row keeps the detail in meta too: it is the queryable copy.
         sandbox.record(request, result, {**call_meta, "arguments": _loggable(arguments),
                                          "invalid_arguments": detail})
@@ -113,7 +114,7 @@ def _unknown_function(sandbox: Sandbox, function_set: FunctionSet, name: str, ar
     detail = {"function": name, "set": function_set.name, "available": available}
     message = (f"there is no function {name!r} in set {function_set.name!r}; the functions are: "
                + (", ".join(available) if available else "none"))
-    result = _refused(sandbox, limits, ErrorInfo(type="UnknownFunction", message=message,
+    result = _refused(sandbox, limits, ErrorInfo(type=error_types.UNKNOWN_FUNCTION, message=message,
                                                  detail=detail), execution_id)
     request = ExecutionRequest(code="", limits=limits,
                                call=FunctionCall(name=name, arguments=_loggable(arguments)))

@@ -7,8 +7,9 @@ Supported annotations: `str`, `int`, `float`, `bool`, `None`, `Any`, `list[X]` (
 models. Everything the sandbox receives is JSON, so these are exactly the types whose
 values JSON can carry; a pydantic model arrives in the sandbox as a plain dict.
 
-Descriptions come from `Annotated` first, then from the Google-style `Args:` section
-of the docstring; the function's description is the docstring's first paragraph.
+Descriptions come from `Annotated` first, then from the docstring's arguments (Google,
+NumPy, Sphinx or Epydoc style, read by docstring_parser); the function's description is
+the docstring's first paragraph.
 Everything that cannot work (`*args`, `**kwargs`, positional-only parameters, missing
 or unsupported annotations, a source that cannot be read) raises
 `FunctionDefinitionError` here, when the function is decorated, not when it is called.
@@ -22,7 +23,6 @@ import collections.abc
 import enum
 import inspect
 import json
-import re
 import sys
 import textwrap
 import types
@@ -30,6 +30,8 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+import docstring_parser
+from docstring_parser import google
 from pydantic import BaseModel
 
 from ..errors import FunctionDefinitionError
@@ -179,49 +181,40 @@ def _type_name(annotation: Any) -> str:
 
 # -- docstrings -------------------------------------------------------------------------------
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Returns?|"
-                      r"Yields?|Raises|Examples?|Notes?|Attributes|See Also|Todo|Warnings?):\s*$")
-_ARG_LINE = re.compile(r"^\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$")
+# Google style as docstring_parser reads it, plus the headings it does not know, so that
+# their text is not taken for arguments (keyword arguments are arguments too).
+_GOOGLE = google.GoogleParser(sections=[
+    *google.DEFAULT_SECTIONS,
+    *(google.Section(title, "param", google.SectionType.MULTIPLE)
+      for title in ("Keyword Args", "Keyword Arguments")),
+    *(google.Section(title, "notes", google.SectionType.SINGULAR)
+      for title in ("Return", "Yield", "Note", "Notes", "See Also", "Todo", "Warning", "Warnings")),
+])
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """(first paragraph, {argument: description}) from a Google-style docstring."""
+    """(first paragraph, {argument: description}) from a docstring in Google, NumPy, Sphinx
+    (reST) or Epydoc style; continuation lines are joined with single spaces."""
     if not doc:
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    summary: list[str] = []
-    for line in lines:
-        if not line.strip() or _SECTION.match(line.strip()):
-            break
-        summary.append(line.strip())
-    descriptions: dict[str, str] = {}
-    section: str | None = None
-    section_indent = 0
-    current: str | None = None
-    entry_indent = 0
-    for line in lines:
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        heading = _SECTION.match(stripped)
-        if heading and (section is None or indent <= section_indent):
-            section, section_indent, current = heading.group(1), indent, None
-            continue
-        if section not in ("Args", "Arguments", "Parameters", "Params", "Keyword Args",
-                           "Keyword Arguments"):
-            continue
-        if not stripped:
-            current = None
-            continue
-        if indent <= section_indent:
-            section, current = None, None  # text back at the heading's level ends the section
-            continue
-        match = _ARG_LINE.match(stripped)
-        if match and (current is None or indent <= entry_indent):
-            current, entry_indent = match.group("name"), indent
-            descriptions[current] = match.group("text").strip()
-        elif current is not None:
-            descriptions[current] = f"{descriptions[current]} {stripped}".strip()
-    return " ".join(summary), descriptions
+    text = inspect.cleandoc(doc)
+    try:
+        parsed = _GOOGLE.parse(text)
+        if not parsed.params:  # another style, or none: the one that finds the most
+            parsed = docstring_parser.parse(text)
+    except docstring_parser.ParseError:
+        parsed = docstring_parser.Docstring()
+        parsed.short_description = text.split("\n\n", 1)[0]
+    summary = parsed.short_description or ""
+    if parsed.long_description and not parsed.blank_after_short_description:
+        summary += "\n" + parsed.long_description.split("\n\n", 1)[0]
+    descriptions = {param.arg_name.lstrip("*"): _one_line(param.description or "")
+                    for param in parsed.params if param.args[0] == "param"}
+    return _one_line(summary), descriptions
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 # -- source -------------------------------------------------------------------------------------

@@ -52,15 +52,6 @@ def find_def(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunction
     return found
 
 
-def top_level_functions(code: str) -> list[str]:
-    """Names of the functions the code defines at top level, in order of definition."""
-    tree = parse(code)
-    if tree is None:
-        return []
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-
-
 def decorator_name(node: ast.expr) -> str | None:
     """`tool`, `x.tool`, `tool(...)` and `x.tool(...)` are all named `tool`."""
     if isinstance(node, ast.Call):

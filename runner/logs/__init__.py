@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-from runner.logs.functions import Author, FunctionVersionLog, FunctionVersionRecord
-from runner.logs.migrations import MIGRATIONS, Migration
-from runner.logs.render import format_duration, render_execution, render_execution_list
-from runner.logs.store import SPOOL_NAME, ExecutionRecord, LogStore
+from .execution_text import format_duration, render_execution, render_execution_list
+from .functions import Author, FunctionVersionLog, FunctionVersionRecord
+from .migrations import MIGRATIONS, Migration
+from .store import SPOOL_NAME, ExecutionRecord, LogStore
 
 __all__ = [
     "MIGRATIONS",

@@ -16,24 +16,16 @@ from the rows, so nothing can be counted twice.
 from __future__ import annotations
 
 import builtins
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import to_jsonable_python
 
-from runner.errors import LogStoreError, NotFoundError
-from runner.logs.side_table import SideTable
-
-
-class EvaluationStatus(StrEnum):
-    RUNNING = "running"  # (or its process died: `runner math eval --resume ID` continues it)
-    FINISHED = "finished"
-    INTERRUPTED = "interrupted"  # stopped early with an error, or by Ctrl-C; resumable
+from .job_status import JobStatus
+from .rows import from_iso, from_json, marks, named_marks, now_iso, to_iso, to_json, unreadable
+from .side_table import RecordTable
 
 
 class EvaluationRecord(BaseModel):
@@ -44,7 +36,7 @@ class EvaluationRecord(BaseModel):
     id: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    status: EvaluationStatus = EvaluationStatus.RUNNING
+    status: JobStatus = JobStatus.RUNNING
     dataset: str
     split: str | None = None
     dataset_path: str
@@ -134,30 +126,20 @@ _ITEM_COLUMNS = ("evaluation_id", "position", "problem_id", "type", "level", "pr
                  "verdict_json", "started_at", "finished_at", "duration_ms")
 
 
-def _json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+_SELECT_EVALUATION = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations"
 
 
 def level_name(level: int | None) -> str:
     return f"Level {level}" if level is not None else NO_LEVEL
 
 
-class EvaluationLog(SideTable):
+class EvaluationLog(RecordTable[EvaluationRecord]):
     """Reads and writes evaluations and their items in the log database of a LogStore."""
 
     what = "the evaluation log"
+    noun, plural = "evaluation", "evaluations"
+    select = _SELECT_EVALUATION
+    list_hint = "run `runner math evals` to list them"
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -165,31 +147,24 @@ class EvaluationLog(SideTable):
         """The evaluation and every item of its sample (pending), in one transaction."""
         row = self._row(record)
         evaluation_sql = (f"INSERT INTO evaluations ({', '.join(_EVAL_COLUMNS)}) "
-                          f"VALUES ({', '.join(':' + c for c in _EVAL_COLUMNS)})")
+                          f"VALUES ({named_marks(_EVAL_COLUMNS)})")
         item_sql = ("INSERT INTO evaluation_items (evaluation_id, position, problem_id, type, "
                     "level, problem_json) VALUES (?, ?, ?, ?, ?, ?)")
         item_rows = [(record.id, position, item.problem_id, item.type, item.level,
-                      _json(item.problem)) for position, item in enumerate(items)]
+                      to_json(item.problem)) for position, item in enumerate(items)]
 
         def work(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(evaluation_sql, row)
-                conn.executemany(item_sql, item_rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            conn.execute(evaluation_sql, row)
+            conn.executemany(item_sql, item_rows)
 
-        self._run(work, "write to")
+        self._run_transaction(work)
 
     def start_item(self, evaluation_id: str, position: int) -> None:
         """Count one more conversation started for a pending item."""
         self._run(lambda conn: conn.execute(
             "UPDATE evaluation_items SET attempts = attempts + 1, started_at = ? "
             "WHERE evaluation_id = ? AND position = ? AND status = 'pending'",
-            (_now(), evaluation_id, position)), "write to")
+            (now_iso(), evaluation_id, position)), "write to")
 
     def finish_item(self, evaluation_id: str, position: int, *, agent_run_id: str | None,
                     run_status: str, answer: str | None, correct: bool,
@@ -199,73 +174,40 @@ class EvaluationLog(SideTable):
             "UPDATE evaluation_items SET status = 'done', agent_run_id = ?, run_status = ?, "
             "answer = ?, correct = ?, verdict_json = ?, finished_at = ?, duration_ms = ? "
             "WHERE evaluation_id = ? AND position = ? AND status = 'pending'",
-            (agent_run_id, run_status, answer, int(correct), _json(verdict), _now(), duration_ms,
+            (agent_run_id, run_status, answer, int(correct), to_json(verdict), now_iso(), duration_ms,
              evaluation_id, position)).rowcount, "write to")
         return bool(changed == 1)
 
-    def set_status(self, evaluation_id: str, status: EvaluationStatus, *,
+    def set_status(self, evaluation_id: str, status: JobStatus, *,
                    error: dict[str, Any] | None = None) -> None:
-        finished = _now() if status is EvaluationStatus.FINISHED else None
+        finished = now_iso() if status is JobStatus.FINISHED else None
         self._run(lambda conn: conn.execute(
             "UPDATE evaluations SET status = ?, error_json = ?, finished_at = ? WHERE id = ?",
-            (str(status), _json(error), finished, evaluation_id)), "write to")
+            (str(status), to_json(error), finished, evaluation_id)), "write to")
 
     @staticmethod
     def _row(record: EvaluationRecord) -> dict[str, Any]:
         return {
-            "id": record.id, "created_at": _iso(record.created_at),
-            "finished_at": _iso(record.finished_at), "status": str(record.status),
+            "id": record.id, "created_at": to_iso(record.created_at),
+            "finished_at": to_iso(record.finished_at), "status": str(record.status),
             "dataset": record.dataset, "split": record.split, "dataset_path": record.dataset_path,
             "dataset_sha256": record.dataset_sha256, "method": record.method,
             "model": record.model, "base_url": record.base_url, "backend": record.backend,
             "function_set": record.function_set, "checker_version": record.checker_version,
-            "total": record.total, "settings_json": _json(record.settings),
-            "error_json": _json(record.error),
+            "total": record.total, "settings_json": to_json(record.settings),
+            "error_json": to_json(record.error),
         }
 
     # -- reading -----------------------------------------------------------------------------
 
-    def find(self, id_or_prefix: str) -> EvaluationRecord | None:
-        """The evaluation with this id, or the only one whose id starts with it."""
-        wanted = id_or_prefix.strip().upper()
-        if not wanted:
-            return None
-        select = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations"
-        rows = self._run(lambda conn: conn.execute(f"{select} WHERE id = ?", (wanted,)).fetchall(),
-                         "read")
-        if not rows:
-            pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            rows = self._run(lambda conn: conn.execute(
-                f"{select} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 6", (pattern,)).fetchall(),
-                "read")
-            if len(rows) > 1:
-                shown = ", ".join(r[0] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-                raise NotFoundError(f"{id_or_prefix!r} matches several evaluations ({shown})",
-                                    fix="type more characters of the id")
-        return _evaluation(rows[0]) if rows else None
-
-    def get(self, id_or_prefix: str) -> EvaluationRecord:
-        record = self.find(id_or_prefix)
-        if record is None:
-            raise NotFoundError(f"no evaluation with an id starting {id_or_prefix!r} in "
-                                f"{self._path}", fix="run `runner math evals` to list them")
-        return record
+    def _record(self, row: Sequence[Any]) -> EvaluationRecord:
+        return _evaluation(row)
 
     def list(self, *, limit: int | None = 20, before: tuple[str, str] | None = None
              ) -> list[EvaluationRecord]:
         """Evaluations, newest first; with `before` (created_at, id), the ones after that one
         in this order (the next page)."""
-        sql = f"SELECT {', '.join(_EVAL_COLUMNS)} FROM evaluations"
-        params: list[Any] = []
-        if before is not None:
-            sql += " WHERE (created_at, id) < (?, ?)"
-            params += [*before]
-        sql += " ORDER BY created_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
-        return [_evaluation(row) for row in rows]
+        return self._pages(limit=limit, before=before)
 
     def items(self, evaluation_id: str, *, status: str | None = None,
               correct: bool | None = None, after: int | None = None, limit: int | None = None
@@ -294,10 +236,10 @@ class EvaluationLog(SideTable):
         """(done, correct) for each evaluation."""
         if not evaluation_ids:
             return {}
-        marks = ", ".join("?" for _ in evaluation_ids)
         rows = self._run(lambda conn: conn.execute(
             "SELECT evaluation_id, COUNT(*), COALESCE(SUM(correct), 0) FROM evaluation_items "
-            f"WHERE status = 'done' AND evaluation_id IN ({marks}) GROUP BY evaluation_id",
+            f"WHERE status = 'done' AND evaluation_id IN ({marks(evaluation_ids)}) "
+            "GROUP BY evaluation_id",
             list(evaluation_ids)).fetchall(), "read")
         found = {row[0]: (int(row[1]), int(row[2])) for row in rows}
         return {i: found.get(i, (0, 0)) for i in evaluation_ids}
@@ -343,25 +285,20 @@ def _order(key: str) -> tuple[int, str]:
     return (1 if key in (NO_TYPE, NO_LEVEL) else 0, key)
 
 
-def _load(text: str | None, default: Any = None) -> Any:
-    return json.loads(text) if text else default
-
-
 def _evaluation(row: Sequence[Any]) -> EvaluationRecord:
     r = dict(zip(_EVAL_COLUMNS, row, strict=True))
     try:
         return EvaluationRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=datetime.fromisoformat(r["finished_at"]) if r["finished_at"] else None,
-            status=EvaluationStatus(r["status"]), dataset=r["dataset"], split=r["split"],
+            finished_at=from_iso(r["finished_at"]),
+            status=JobStatus(r["status"]), dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"], backend=r["backend"],
             function_set=r["function_set"], checker_version=r["checker_version"],
-            total=r["total"], settings=_load(r["settings_json"], {}) or {},
-            error=_load(r["error_json"]))
+            total=r["total"], settings=from_json(r["settings_json"], {}) or {},
+            error=from_json(r["error_json"]))
     except ValueError as exc:
-        raise LogStoreError(f"evaluation {r['id']} in the log database cannot be read: {exc}",
-                            fix="the row was probably edited by hand; fix or delete it") from exc
+        raise unreadable(f"evaluation {r['id']}", exc) from exc
 
 
 def _item(row: Sequence[Any]) -> ItemRecord:
@@ -369,14 +306,13 @@ def _item(row: Sequence[Any]) -> ItemRecord:
     try:
         return ItemRecord(
             evaluation_id=r["evaluation_id"], position=r["position"], problem_id=r["problem_id"],
-            type=r["type"], level=r["level"], problem=_load(r["problem_json"], {}) or {},
+            type=r["type"], level=r["level"], problem=from_json(r["problem_json"], {}) or {},
             status=r["status"], attempts=r["attempts"], agent_run_id=r["agent_run_id"],
             run_status=r["run_status"], answer=r["answer"],
             correct=None if r["correct"] is None else bool(r["correct"]),
-            verdict=_load(r["verdict_json"]),
-            started_at=datetime.fromisoformat(r["started_at"]) if r["started_at"] else None,
-            finished_at=datetime.fromisoformat(r["finished_at"]) if r["finished_at"] else None,
+            verdict=from_json(r["verdict_json"]),
+            started_at=from_iso(r["started_at"]),
+            finished_at=from_iso(r["finished_at"]),
             duration_ms=r["duration_ms"])
     except ValueError as exc:
-        raise LogStoreError(f"item {r['position']} of evaluation {r['evaluation_id']} cannot be "
-                            f"read: {exc}", fix="the row was probably edited by hand") from exc
+        raise unreadable(f"item {r['position']} of evaluation {r['evaluation_id']}", exc) from exc

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import difflib
 import getpass
-import json
 import os
 from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.logs.side_table import SideTable
+from .rows import from_json, named_marks, to_iso, to_json
+from .side_table import SideTable
 
 Action = Literal["add", "replace", "remove"]
 
@@ -102,14 +102,14 @@ class FunctionVersionLog(SideTable):
         """Append one change; raises LogStoreError if it cannot be written (nothing is lost
         silently: the caller applies the change only after this returns)."""
         changed_at = datetime.now(timezone.utc)
-        row = {"changed_at": changed_at.isoformat(timespec="microseconds"), "set_name": set_name,
+        row = {"changed_at": to_iso(changed_at), "set_name": set_name,
                "function": function, "version": version, "action": action,
                "author_kind": author.kind, "author": author.name, "note": note,
-               "spec_json": json.dumps(spec, ensure_ascii=False) if spec is not None else None,
+               "spec_json": to_json(spec) if spec is not None else None,
                "code_diff": diff}
         names = list(row)
         sql = (f"INSERT INTO function_versions ({', '.join(names)}) "
-               f"VALUES ({', '.join(':' + n for n in names)})")
+               f"VALUES ({named_marks(names)})")
         row_id = self._run(lambda conn: conn.execute(sql, row).lastrowid, "write to")
         assert row_id is not None  # an INSERT always has a row id
         return FunctionVersionRecord(id=row_id, changed_at=changed_at, set_name=set_name,
@@ -146,5 +146,5 @@ def _record(row: tuple[Any, ...]) -> FunctionVersionRecord:
         id=r["id"], changed_at=datetime.fromisoformat(r["changed_at"]), set_name=r["set_name"],
         function=r["function"], version=r["version"], action=r["action"],
         author=Author(kind=r["author_kind"], name=r["author"]), note=r["note"],
-        spec=json.loads(r["spec_json"]) if r["spec_json"] is not None else None,
+        spec=from_json(r["spec_json"]),
         code_diff=r["code_diff"])

@@ -21,9 +21,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.errors import LogStoreError
-from runner.logs.query import iso_utc
-from runner.logs.store import LogStore
+from ..errors import LogStoreError
+from .rows import to_iso
+from .store import LogStore
 
 
 class PruneReport(BaseModel):
@@ -34,20 +34,20 @@ class PruneReport(BaseModel):
     agent_runs: int
     agent_turns: int
     evaluations: int = 0
-    optimizations: int = 0
+    trainings: int = 0
     bytes_before: int
     bytes_after: int
     dry_run: bool
 
 
-_OLD_OPTIMIZATIONS = "SELECT id FROM optimizations WHERE created_at < :cut"
+_OLD_TRAININGS = "SELECT id FROM trainings WHERE created_at < :cut"
 _OLD_EVALUATIONS = ("SELECT id FROM evaluations WHERE created_at < :cut AND id NOT IN ("
-                    "SELECT evaluation_id FROM optimization_epochs WHERE evaluation_id IS NOT NULL "
-                    f"AND optimization_id NOT IN ({_OLD_OPTIMIZATIONS}))")
+                    "SELECT evaluation_id FROM training_epochs WHERE evaluation_id IS NOT NULL "
+                    f"AND training_id NOT IN ({_OLD_TRAININGS}))")
 _KEPT_RUNS = ("SELECT agent_run_id FROM evaluation_items WHERE agent_run_id IS NOT NULL "
               f"AND evaluation_id NOT IN ({_OLD_EVALUATIONS}) UNION "
-              "SELECT agent_run_id FROM optimization_actions WHERE agent_run_id IS NOT NULL "
-              f"AND optimization_id NOT IN ({_OLD_OPTIMIZATIONS})")
+              "SELECT agent_run_id FROM training_actions WHERE agent_run_id IS NOT NULL "
+              f"AND training_id NOT IN ({_OLD_TRAININGS})")
 _OLD_RUNS = f"SELECT id FROM agent_runs WHERE started_at < :cut AND id NOT IN ({_KEPT_RUNS})"
 _OLD_EXECUTIONS = ("SELECT id FROM executions WHERE "
                    "(started_at < :cut AND (agent_run_id IS NULL OR agent_run_id IN "
@@ -59,7 +59,7 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
           ) -> PruneReport:
     """Delete what started before `before` (see the module docstring); with `dry_run`,
     only count it."""
-    cut = {"cut": iso_utc(before)}
+    cut = {"cut": to_iso(before)}
     size_before = _size(store)
 
     def count(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:
@@ -68,9 +68,9 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         turns = conn.execute(f"SELECT COUNT(*) FROM agent_turns WHERE run_id IN ({_OLD_RUNS})",
                              cut).fetchone()[0]
         evaluations = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_EVALUATIONS})", cut).fetchone()[0]
-        optimizations = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_OPTIMIZATIONS})",
-                                     cut).fetchone()[0]
-        return int(executions), int(runs), int(turns), int(evaluations), int(optimizations)
+        trainings = conn.execute(f"SELECT COUNT(*) FROM ({_OLD_TRAININGS})",
+                                 cut).fetchone()[0]
+        return int(executions), int(runs), int(turns), int(evaluations), int(trainings)
 
     def delete(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:
         counts = count(conn)
@@ -80,7 +80,7 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         old_runs = [row[0] for row in conn.execute(_OLD_RUNS, cut).fetchall()]
         old_executions = [row[0] for row in conn.execute(_OLD_EXECUTIONS, cut).fetchall()]
         old_evaluations = [row[0] for row in conn.execute(_OLD_EVALUATIONS, cut).fetchall()]
-        conn.execute(f"DELETE FROM optimizations WHERE id IN ({_OLD_OPTIMIZATIONS})", cut)
+        conn.execute(f"DELETE FROM trainings WHERE id IN ({_OLD_TRAININGS})", cut)
         _delete_ids(conn, "evaluations", "id", old_evaluations)
         _delete_ids(conn, "executions", "id", old_executions)
         _delete_ids(conn, "agent_turns", "run_id", old_runs)
@@ -94,15 +94,15 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         return counts
 
     if dry_run:
-        executions, runs, turns, evaluations, optimizations = store.read(count)
+        executions, runs, turns, evaluations, trainings = store.read(count)
         return PruneReport(before=before, executions=executions, agent_runs=runs, agent_turns=turns,
-                           evaluations=evaluations, optimizations=optimizations,
+                           evaluations=evaluations, trainings=trainings,
                            bytes_before=size_before, bytes_after=size_before, dry_run=True)
-    executions, runs, turns, evaluations, optimizations = store.write(delete, verb="prune")
+    executions, runs, turns, evaluations, trainings = store.write(delete, verb="prune")
     if vacuum:
         _vacuum(store)
     return PruneReport(before=before, executions=executions, agent_runs=runs, agent_turns=turns,
-                       evaluations=evaluations, optimizations=optimizations,
+                       evaluations=evaluations, trainings=trainings,
                        bytes_before=size_before, bytes_after=_size(store), dry_run=False)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from runner.errors import LogStoreError
+from ..errors import LogStoreError
 
 
 class Migration(NamedTuple):
@@ -475,6 +475,30 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX optimization_actions_epoch ON optimization_actions (optimization_id, epoch);
         CREATE INDEX optimization_actions_agent_run ON optimization_actions (agent_run_id);
         CREATE INDEX optimization_actions_version ON optimization_actions (function_version_id);
+        """,
+    ),
+    Migration(
+        7,
+        "the AgentOptimizer's runs over epochs are trainings: tables, columns and indexes renamed",
+        # One word in the CLI, the viewer, the code and the tables. RENAME carries the rows,
+        # and SQLite rewrites the foreign keys that name a renamed table or column; index
+        # names cannot be changed in place, so those are made again.
+        """
+        ALTER TABLE optimizations RENAME TO trainings;
+        ALTER TABLE optimization_epochs RENAME TO training_epochs;
+        ALTER TABLE optimization_actions RENAME TO training_actions;
+        ALTER TABLE training_epochs RENAME COLUMN optimization_id TO training_id;
+        ALTER TABLE training_actions RENAME COLUMN optimization_id TO training_id;
+        DROP INDEX optimizations_created_at;
+        DROP INDEX optimization_epochs_evaluation;
+        DROP INDEX optimization_actions_epoch;
+        DROP INDEX optimization_actions_agent_run;
+        DROP INDEX optimization_actions_version;
+        CREATE INDEX trainings_created_at ON trainings (created_at);
+        CREATE INDEX training_epochs_evaluation ON training_epochs (evaluation_id);
+        CREATE INDEX training_actions_epoch ON training_actions (training_id, epoch);
+        CREATE INDEX training_actions_agent_run ON training_actions (agent_run_id);
+        CREATE INDEX training_actions_version ON training_actions (function_version_id);
         """,
     ),
 ]

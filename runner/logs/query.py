@@ -23,8 +23,9 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from runner.errors import ConfigurationError
-from runner.types import Status
+from ..errors import ConfigurationError
+from ..types import Status
+from .rows import rows_by_id, to_iso
 
 # Markers snippet() puts around matched words: private-use characters that the renderers
 # turn into highlighting after escaping, never into markup taken from the text itself.
@@ -61,13 +62,6 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as the reader sees times
     return moment.astimezone(UTC)
-
-
-def iso_utc(moment: datetime) -> str:
-    """Fixed-width UTC ISO 8601 (how the log stores times, so text order is time order)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def fts_match(text: str) -> str | None:
@@ -143,10 +137,10 @@ class ExecutionFilter(BaseModel):
                 params.append(str(value))
         if self.since is not None:
             clauses.append("started_at >= ?")
-            params.append(iso_utc(self.since))
+            params.append(to_iso(self.since))
         if self.until is not None:
             clauses.append("started_at < ?")
-            params.append(iso_utc(self.until))
+            params.append(to_iso(self.until))
         match = fts_match(self.query) if self.query else None
         pending: dict[int, str] = {}
         if match is not None:
@@ -252,7 +246,7 @@ class ExecutionSummary(BaseModel):
 
     def sort_value(self, sort: str) -> str | int:
         if sort == "started":
-            return iso_utc(self.started_at)
+            return to_iso(self.started_at)
         return int(getattr(self, {"duration": "duration_ms", "cpu": "cpu_ms",
                                   "memory": "max_rss_kb"}[sort]))
 
@@ -415,7 +409,7 @@ def list_runs(conn: sqlite3.Connection, *, status: str | None = None, query: str
         sandbox_ms=r[10] or 0, final_answer=r[11]) for r in rows[:limit]]
     next_cursor = None
     if more and items:
-        next_cursor = Cursor(value=iso_utc(items[-1].started_at), id=items[-1].id).encode()
+        next_cursor = Cursor(value=to_iso(items[-1].started_at), id=items[-1].id).encode()
     return Page(items=items, next_cursor=next_cursor)
 
 
@@ -435,10 +429,8 @@ def find_ids(conn: sqlite3.Connection, prefix: str, *, limit: int = 6) -> dict[s
         exact = conn.execute(f"SELECT id FROM {table} WHERE id = ?", (wanted,)).fetchall()
         if exact:
             return {**{k: [] for k in found}, kind: [exact[0][0]]}
-    pattern = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     for kind, table in (("execution", "executions"), ("agent_run", "agent_runs")):
-        rows = conn.execute(f"SELECT id FROM {table} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT ?",
-                            (pattern, limit)).fetchall()
+        rows = rows_by_id(conn, f"SELECT id FROM {table}", wanted, limit=limit)
         found[kind] = [str(r[0]) for r in rows]
     return found
 
@@ -506,7 +498,7 @@ def stats(conn: sqlite3.Connection, *, days: int = 14, now: datetime | None = No
     def scalar(sql: str) -> Any:
         return conn.execute(sql).fetchone()[0]
 
-    since = iso_utc(now - timedelta(days=days))
+    since = to_iso(now - timedelta(days=days))
     oldest, newest = conn.execute("SELECT MIN(started_at), MAX(started_at) FROM executions").fetchone()
     page_size = int(scalar("PRAGMA page_size"))
     return Stats(

@@ -34,17 +34,18 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.agent.run import AgentRun
-from runner.errors import NotFoundError
-from runner.logs.agent import find_agent_run
-from runner.logs.store import ExecutionRecord, LogStore
-from runner.types import ExecutionResult, Status
+from ..agent.run import AgentRun
+from ..errors import NotFoundError
+from ..types import ExecutionResult, Status
+from ..worker import error_types
+from .agent import find_agent_run
+from .store import ExecutionRecord, LogStore
 
 # Errors that mean "refused by the host before running" (runner.functions.call).
-_REFUSED_BEFORE_RUNNING = frozenset({"InvalidArguments", "UnknownFunction"})
+_REFUSED_BEFORE_RUNNING = error_types.REFUSED_BEFORE_RUNNING
 
 
-class Verdict(StrEnum):
+class ReplayVerdict(StrEnum):
     IDENTICAL = "identical"
     DIFFERENT_OUTPUT = "different_output"
     DIFFERENT_STATUS = "different_status"
@@ -57,7 +58,7 @@ class ReplayOutcome(BaseModel):
 
     original: str
     replay: str
-    verdict: Verdict
+    verdict: ReplayVerdict
     original_status: str
     replay_status: str
     diff: str = ""  # unified diffs of the parts that differ
@@ -76,14 +77,14 @@ class NotReplayed(BaseModel):
     reason: str
 
 
-def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict, str]:
+def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[ReplayVerdict, str]:
     """The verdict, and a unified diff of every part that differs ('' when none does)."""
     parts = [
         ("status", str(original.status), str(replay.status)),
         ("stdout", original.stdout, replay.stdout),
         ("stderr", original.stderr, replay.stderr),
         ("output truncated", _flags(original), _flags(replay)),
-        ("return value", _json(original.return_value), _json(replay.return_value)),
+        ("return value", _pretty_json(original.return_value), _pretty_json(replay.return_value)),
         ("error", _error(original), _error(replay)),
     ]
     diffs = []
@@ -93,8 +94,8 @@ def compare(original: ExecutionResult, replay: ExecutionResult) -> tuple[Verdict
                                          fromfile=f"original {name}", tofile=f"replay {name}")
             diffs.append("".join(lines))
     if original.status != replay.status:
-        return Verdict.DIFFERENT_STATUS, "".join(diffs)
-    return (Verdict.DIFFERENT_OUTPUT if diffs else Verdict.IDENTICAL), "".join(diffs)
+        return ReplayVerdict.DIFFERENT_STATUS, "".join(diffs)
+    return (ReplayVerdict.DIFFERENT_OUTPUT if diffs else ReplayVerdict.IDENTICAL), "".join(diffs)
 
 
 def _lines(text: str) -> list[str]:
@@ -105,7 +106,7 @@ def _flags(result: ExecutionResult) -> str:
     return f"stdout {result.stdout_truncated}, stderr {result.stderr_truncated}"
 
 
-def _json(value: Any) -> str:
+def _pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1, default=repr)
 
 
@@ -130,7 +131,7 @@ class Replayer:
 
     def _sandbox(self, backend: str) -> Any:
         # Imported here: runner.sandbox imports runner.logs, which must not import it back.
-        from runner.sandbox import Sandbox
+        from ..sandbox import Sandbox
 
         if backend not in self._sandboxes:
             self._sandboxes[backend] = Sandbox(backend=backend, log_store=self.store,

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -29,17 +29,18 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
-from runner.errors import ConfigurationError, LogStoreError, NotFoundError
-from runner.logs.migrations import (
+from ..errors import ConfigurationError, LogStoreError, NotFoundError
+from ..paths import log_db_path
+from ..types import ExecutionRequest, ExecutionResult, Resources, Status
+from .migrations import (
     MIGRATIONS,
     Migration,
     apply_migrations,
     latest_version,
     user_version,
 )
-from runner.logs.query import ExecutionFilter, count_executions
-from runner.paths import log_db_path
-from runner.types import ExecutionRequest, ExecutionResult, Resources, Status
+from .query import ExecutionFilter, count_executions
+from .rows import like_prefix, to_iso, to_json
 
 logger = logging.getLogger("runner.logs")
 
@@ -314,7 +315,7 @@ class LogStore:
         if exact:
             return _from_row(exact[0])
         where = "WHERE id LIKE ? ESCAPE '\\'"
-        pattern = (_like_prefix(wanted),)
+        pattern = (like_prefix(wanted),)
         ids = [r[0] for r in self._query(f"SELECT id FROM executions {where} ORDER BY id LIMIT 5", pattern)]
         if len(ids) == 1:
             return _from_row(self._query(f"{_SELECT} WHERE id = ?", (ids[0],))[0])
@@ -621,7 +622,7 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         result_extra["resources"] = resources_extra  # e.g. the cluster node that ran it
     return {
         "id": result.id,
-        "started_at": _iso_utc(result.started_at),
+        "started_at": to_iso(result.started_at),
         "source": source,
         "backend": result.backend,
         "status": str(result.status),
@@ -741,22 +742,10 @@ def index_pending(conn: sqlite3.Connection) -> int:
     return last
 
 
-def _iso_utc(moment: datetime) -> str:
-    """Fixed-width UTC ISO 8601, so that sorting the text sorts by time. Naive means UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
 def _json(value: Any) -> str:
-    # Results arrive as JSON from the worker, so this normally never needs the fallback;
-    # it is there so that an odd object in meta or a return value cannot fail a write.
-    return json.dumps(to_jsonable_python(value, fallback=repr))
-
-
-def _like_prefix(prefix: str) -> str:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
+    # The executions table has always stored its JSON ASCII-only; kept, so that rows
+    # written before and after read alike in any SQLite tool.
+    return to_json(value, ascii_only=True)
 
 
 # -- the spool ---------------------------------------------------------------------------

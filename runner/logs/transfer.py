@@ -25,11 +25,11 @@ from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from runner.agent.run import AgentRun, AgentTurn
-from runner.errors import ConfigurationError, NotFoundError
-from runner.logs.agent import AgentLog, insert_run, insert_turn
-from runner.logs.query import ExecutionFilter
-from runner.logs.store import ExecutionRecord, LogStore, insert_records
+from ..agent.run import AgentRun, AgentTurn
+from ..errors import ConfigurationError, NotFoundError
+from .agent import AgentLog, insert_run, insert_turn
+from .query import ExecutionFilter
+from .store import ExecutionRecord, LogStore, insert_records
 
 
 class ExecutionLine(ExecutionRecord):

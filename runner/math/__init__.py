@@ -12,13 +12,13 @@
     solution = solve("Find x if 2x = 6.", model="m", gold="3")   # MathChat, in the sandbox
     report = evaluate("math500", model="m", limit=50, concurrency=4)
 
-    from runner.math import optimize                 # AgentOptimizer training of functions
-    result = optimize("math:train:Algebra", limit=20, epochs=5, model="m", out="learned.json")
+    from runner.math import train                    # AgentOptimizer training of functions
+    result = train("math:train:Algebra", limit=20, epochs=5, model="m", out="learned.json")
     result.functions, result.history
 
 `Checker` owns the worker processes behind the symbolic step; the module-level functions
 share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation`;
-training: `runner.math.optimization` (all loaded on first use, since they stand on the
+training: `runner.math.training` (all loaded on first use, since they stand on the
 agent, which itself reads answers with this package). Rules and limits:
 `runner.math.checker`; normalisation: `runner.math.normalize`; extraction:
 `runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
@@ -38,6 +38,7 @@ from .checker import (
     checker_version,
     is_equivalent,
 )
+from .checker_pool import CheckerUnavailableError
 from .datasets import (
     Dataset,
     DatasetError,
@@ -48,7 +49,6 @@ from .datasets import (
     load_jsonl,
 )
 from .extract import extract_answer
-from .pool import CheckerUnavailableError
 
 if TYPE_CHECKING:
     from .evaluation import (
@@ -58,17 +58,19 @@ if TYPE_CHECKING:
         resume_evaluation,
     )
     from .mathchat import METHODS, Solution, solve
-    from .optimization import TrainingError, optimize, resume_optimization, training_report
     from .report import EvaluationReport
+    from .training import TrainingError, resume_training, train, training_report
     from .training_report import TrainingReport
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {"solve": "mathchat", "Solution": "mathchat", "METHODS": "mathchat",
          "evaluate": "evaluation", "resume_evaluation": "evaluation",
          "evaluation_report": "evaluation", "EvaluationError": "evaluation",
-         "EvaluationReport": "report", "optimize": "optimization",
-         "resume_optimization": "optimization", "training_report": "optimization",
-         "TrainingError": "optimization", "TrainingReport": "training_report"}
+         "EvaluationReport": "report", "train": "training", "resume_training": "training",
+         "training_report": "training", "TrainingError": "training",
+         "TrainingReport": "training_report",
+         # the names of `train` and `resume_training` before "training" was the one word
+         "optimize": "training", "resume_optimization": "training"}
 
 
 def __getattr__(name: str) -> Any:
@@ -101,9 +103,9 @@ __all__ = [
     "is_equivalent",
     "load_dataset",
     "load_jsonl",
-    "optimize",
     "resume_evaluation",
-    "resume_optimization",
+    "resume_training",
     "solve",
+    "train",
     "training_report",
 ]

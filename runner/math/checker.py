@@ -47,6 +47,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict
 
+from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, Failure
+from .checker_worker import CompareReply, CompareRequest
 from .normalize import (
     MAX_ANSWER_CHARS,
     Normalized,
@@ -57,8 +59,6 @@ from .normalize import (
     plain_number,
     significant_digits,
 )
-from .pool import DEFAULT_MEMORY_MB, Failure, WorkerPool
-from .wire import CompareReply, CompareRequest
 
 __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "check",
            "check_many", "checker_version", "is_equivalent"]
@@ -152,7 +152,7 @@ class Checker:
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.timeout_s = timeout_s
         self.version = checker_version()
-        self._pool = WorkerPool(self.workers, memory_mb=memory_mb)
+        self._pool = CheckerPool(self.workers, memory_mb=memory_mb)
         self._ids = count(1)
         self._ids_lock = threading.Lock()
 

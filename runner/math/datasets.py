@@ -23,6 +23,7 @@ Named datasets (fetched by `runner math data` into `$RUNNER_HOME/data`): `math` 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -106,6 +107,16 @@ _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 
 class _RecordError(ValueError):
     """Why one record is unusable (becomes a LineError with the line number)."""
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in blocks: what a dataset's manifest pins, and what an
+    evaluation or a training records so that a resume can tell its problems changed."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _text_field(record: dict[str, Any], *names: str, required: bool = False) -> str | None:

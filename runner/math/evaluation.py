@@ -29,7 +29,6 @@ the model, method, backend, dataset, sample and checker version.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import threading
@@ -47,20 +46,29 @@ from ..logs.agent import AgentLog
 from ..logs.evaluations import (
     EvaluationLog,
     EvaluationRecord,
-    EvaluationStatus,
     ItemRecord,
     NewItem,
 )
+from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
 from ..types import Limits
 from .checker import Checker, checker_version
-from .datasets import Dataset, OnError, Problem, load_dataset
+from .datasets import Dataset, OnError, Problem, file_sha256, load_dataset
+from .jobs import (
+    FATAL_LLM_CODES,
+    Stop,
+    check_server,
+    error_dict,
+    llm_from,
+    llm_settings,
+    opened_store,
+)
 from .mathchat import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_MAX_TURNS,
     check_method,
-    judge,
+    judge_answer,
     load_functions,
     make_agent,
 )
@@ -71,10 +79,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationError", "ProgressListener", "evaluate", "evaluation_report",
            "resume_evaluation"]
-
-# Errors of the model server that would fail every other problem too: stop, resumably.
-_FATAL_LLM_CODES = frozenset({"LLM_UNAVAILABLE", "LLM_AUTHENTICATION"})
-
 
 class EvaluationError(RunnerError):
     """An evaluation cannot start or go on as asked."""
@@ -142,14 +146,6 @@ class _Settings:
                    max_output_chars=int(data.get("max_output_chars") or DEFAULT_MAX_OUTPUT_CHARS))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _sample(dataset: Dataset, *, limit: int | None, seed: int | None) -> list[Problem]:
     problems = list(dataset.problems)
     if limit is None or limit >= len(problems):
@@ -158,37 +154,6 @@ def _sample(dataset: Dataset, *, limit: int | None, seed: int | None) -> list[Pr
         return problems[:limit]
     chosen = sorted(random.Random(seed).sample(range(len(problems)), limit))
     return [problems[index] for index in chosen]
-
-
-def _llm_from(llm: ChatModel | None, *, model: str | None, base_url: str | None,
-              api_key: str | None, llm_options: dict[str, Any] | None) -> ChatModel:
-    if llm is not None:
-        return llm
-    from ..agent.llm import OpenAIChat
-
-    return OpenAIChat(model, base_url=base_url, api_key=api_key, **(llm_options or {}))
-
-
-def _llm_settings(llm: ChatModel) -> dict[str, Any]:
-    """The sampling settings that make a number reproducible."""
-    settings: dict[str, Any] = {}
-    for name in ("temperature", "max_tokens"):
-        value = getattr(llm, name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            settings[name] = value
-    return settings
-
-
-def _check_server(llm: ChatModel) -> None:
-    check = getattr(llm, "check_server", None)
-    if callable(check):
-        check()
-
-
-def _open_store(log_store: LogStore | Path | str | None) -> tuple[LogStore, bool]:
-    if isinstance(log_store, LogStore):
-        return log_store, False
-    return LogStore(log_store), True
 
 
 def evaluate(dataset: str | Path | Dataset, *, llm: ChatModel | None = None,
@@ -232,32 +197,28 @@ def evaluate(dataset: str | Path | Dataset, *, llm: ChatModel | None = None,
                               + (" with these filters" if loaded.filters else ""),
                               fix="check the dataset file and the --type/--level filters")
     problems = _sample(loaded, limit=limit, seed=seed)
-    model_llm = _llm_from(llm, model=model, base_url=base_url, api_key=api_key,
-                          llm_options=llm_options)
-    _check_server(model_llm)
+    model_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
+                         llm_options=llm_options)
+    check_server(model_llm)
     record = EvaluationRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
-        dataset_sha256=_sha256(loaded.path), method=settings.method,
+        dataset_sha256=file_sha256(loaded.path), method=settings.method,
         model=getattr(model_llm, "model", None), base_url=getattr(model_llm, "base_url", None),
         backend=backend, function_set=settings.functions.name if settings.functions else None,
         checker_version=checker_version(), total=len(problems),
-        settings={**settings.to_dict(), "llm": _llm_settings(model_llm),
+        settings={**settings.to_dict(), "llm": llm_settings(model_llm),
                   "concurrency": concurrency,
                   "sample": {"filters": {key: list(value) for key, value in loaded.filters.items()},
                              "available": len(loaded), "limit": limit, "seed": seed,
                              "skipped_lines": [str(error) for error in loaded.skipped]}})
     items = [NewItem(problem_id=problem.id, type=problem.type, level=problem.level,
                      problem=problem.model_dump(mode="json")) for problem in problems]
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         EvaluationLog(store).create(record, items)
         if on_created is not None:
             on_created(record)
         return _run(record, settings, model_llm, store, concurrency=concurrency,
                     progress=progress, backend_options=backend_options)
-    finally:
-        if owns_store:
-            store.close()
 
 
 def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
@@ -270,8 +231,7 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
 
     The model, server and sampling settings are the evaluation's own unless given (an
     API key is never stored: pass it, or set OPENAI_API_KEY)."""
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         evaluations = EvaluationLog(store)
         record = evaluations.get(evaluation_id)
         current = checker_version()
@@ -282,42 +242,27 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
                 fix="finish it with the checker it started with, or start a new evaluation")
         pending = evaluations.items(record.id, status="pending")
         if not pending:
-            if record.status is not EvaluationStatus.FINISHED:
-                evaluations.set_status(record.id, EvaluationStatus.FINISHED)
+            if record.status is not JobStatus.FINISHED:
+                evaluations.set_status(record.id, JobStatus.FINISHED)
             return evaluation_report(record.id, log_store=store)
         options = {**record.settings.get("llm", {}), **(llm_options or {})}
-        model_llm = _llm_from(llm, model=model or record.model, base_url=base_url or record.base_url,
-                              api_key=api_key, llm_options=options)
-        _check_server(model_llm)
-        evaluations.set_status(record.id, EvaluationStatus.RUNNING)
+        model_llm = llm_from(llm, model=model or record.model, base_url=base_url or record.base_url,
+                             api_key=api_key, llm_options=options)
+        check_server(model_llm)
+        evaluations.set_status(record.id, JobStatus.RUNNING)
         record = evaluations.get(record.id)
         return _run(record, _Settings.from_record(record), model_llm, store,
                     concurrency=concurrency or int(record.settings.get("concurrency") or 1),
                     progress=progress, backend_options=backend_options)
-    finally:
-        if owns_store:
-            store.close()
 
 
 def evaluation_report(evaluation_id: str, *,
                       log_store: LogStore | Path | str | None = None) -> EvaluationReport:
     """The report of an evaluation as it stands (finished or not)."""
-    store, owns_store = _open_store(log_store)
-    try:
+    with opened_store(log_store) as store:
         evaluations = EvaluationLog(store)
         record = evaluations.get(evaluation_id)
         return build_report(record, evaluations.summary(record.id))
-    finally:
-        if owns_store:
-            store.close()
-
-
-class _Stop(Exception):
-    """An error that ends the evaluation early (kept resumable)."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error.get("message"))
-        self.error = error
 
 
 def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: LogStore, *,
@@ -330,7 +275,7 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     listener.started(record, done=before[0], correct=before[1])
     report_lock = threading.Lock()
     stop = threading.Event()
-    status, error = EvaluationStatus.FINISHED, None
+    status, error = JobStatus.FINISHED, None
     options = dict(backend_options or {})
     options.setdefault("pool_size", concurrency)  # a warm worker for each thread's session
     try:
@@ -355,9 +300,9 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                     if not (attempt == 1 and _lost(run)):
                         break
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
-                        and run.error.get("code") in _FATAL_LLM_CODES:
-                    raise _Stop(run.error)
-                verdict = judge(problem.problem, problem.answer, run.final_answer, checker)
+                        and run.error.get("code") in FATAL_LLM_CODES:
+                    raise Stop(run.error)
+                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
                     answer=run.final_answer, correct=verdict.equal,
@@ -369,12 +314,12 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
 
             status, error = _drive(work, pending, concurrency, stop)
     except KeyboardInterrupt:
-        evaluations.set_status(record.id, EvaluationStatus.INTERRUPTED,
+        evaluations.set_status(record.id, JobStatus.INTERRUPTED,
                                error={"code": "INTERRUPTED", "message": "stopped by the user",
                                       "fix": f"runner math eval --resume {record.id}"})
         raise
     except RunnerError as exc:  # the sandbox or the checker could not be had
-        status, error = EvaluationStatus.INTERRUPTED, _error_dict(exc)
+        status, error = JobStatus.INTERRUPTED, error_dict(exc)
     if error is not None:
         error = {**error, "resume": f"runner math eval --resume {record.id}"}
     evaluations.set_status(record.id, status, error=error)
@@ -389,7 +334,7 @@ def _lost(run: AgentRun) -> bool:
 
 
 def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], concurrency: int,
-           stop: threading.Event) -> tuple[EvaluationStatus, dict[str, Any] | None]:
+           stop: threading.Event) -> tuple[JobStatus, dict[str, Any] | None]:
     """Run `work` on every item on `concurrency` threads; stop taking new items at the first
     error (the ones in progress finish). How it ended, and the error if any."""
     error: dict[str, Any] | None = None
@@ -414,18 +359,14 @@ def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], conc
             stop.set()  # Ctrl-C: the conversations in progress end, nothing new starts
             raise
     if error is not None or queue:
-        return EvaluationStatus.INTERRUPTED, error
-    return EvaluationStatus.FINISHED, None
-
-
-def _error_dict(exc: RunnerError) -> dict[str, Any]:
-    return {"code": exc.code, "message": exc.message, "fix": exc.fix}
+        return JobStatus.INTERRUPTED, error
+    return JobStatus.FINISHED, None
 
 
 def _failure_dict(failure: BaseException) -> dict[str, Any]:
-    if isinstance(failure, _Stop):
+    if isinstance(failure, Stop):
         return failure.error
     if isinstance(failure, (RunnerError, LLMError)):
-        return _error_dict(failure)
+        return error_dict(failure)
     return {"code": "INTERNAL", "message": f"{type(failure).__name__}: {failure}",
             "fix": "this is a bug in runner; please report it, then resume the evaluation"}

@@ -21,67 +21,9 @@ from __future__ import annotations
 
 import re
 
+from ..agent.boxed import BOX_COMMAND, TRAILING_PUNCTUATION, last_boxed
+
 __all__ = ["extract_answer", "last_boxed"]
-
-# `\boxed` / `\fbox`, then a brace or whitespace; `\boxed5` is not LaTeX and not an answer.
-_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-_SPACE_ARGUMENT_END = re.compile(r"[\s$]")
-_TRAILING_PUNCTUATION = ".,;:!?"
-
-
-def _closing_brace(text: str, start: int) -> int:
-    """Index of the brace closing the group opened just before `start`, or -1."""
-    depth = 1
-    index = start
-    length = len(text)
-    while index < length:
-        char = text[index]
-        if char == "\\":
-            index += 2  # an escaped character, `\{` and `\}` included, is never structure
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index
-        index += 1
-    return -1
-
-
-def _box_content(text: str, command_end: int) -> str | None:
-    """The argument of a box command ending at `command_end`; None when broken or empty."""
-    index = command_end
-    length = len(text)
-    while index < length and text[index] in " \t":
-        index += 1
-    if index >= length:
-        return None
-    if text[index] == "{":
-        close = _closing_brace(text, index + 1)
-        if close < 0:
-            return None
-        content = text[index + 1:close].strip()
-        return content or None
-    if index == command_end:
-        return None  # `\boxedx`: not the command followed by an argument
-    end_match = _SPACE_ARGUMENT_END.search(text, index)
-    end = end_match.start() if end_match else length
-    content = text[index:end].rstrip(_TRAILING_PUNCTUATION).strip()
-    return content or None
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}`/`\\fbox{...}`/`\\boxed X` in `text`, or None.
-
-    None also when that last box is unbalanced or empty (see the module docstring)."""
-    last = None
-    for match in _BOX_COMMAND.finditer(text):
-        last = match
-    if last is None:
-        return None
-    return _box_content(text, last.end())
-
 
 # "The final answer is $x$.", "the answer is: 12", "Answer: 5", "#### 72". The captured part
 # runs to the end of its line; cleaning happens after the match, in linear time.
@@ -106,7 +48,7 @@ def _clean_fallback(raw: str) -> str | None:
             if end > 0:
                 answer = answer[len(opener):end]
             break
-    answer = answer.strip().rstrip(_TRAILING_PUNCTUATION).strip()
+    answer = answer.strip().rstrip(TRAILING_PUNCTUATION).strip()
     return answer or None
 
 
@@ -116,7 +58,7 @@ def extract_answer(text: str, *, fallback: bool = False) -> str | None:
     With `fallback=True` and no box anywhere in the text, the last "the answer is X",
     "Answer: X" or "#### X" line gives the answer instead. Returns None when there is none.
     """
-    if _BOX_COMMAND.search(text):
+    if BOX_COMMAND.search(text):
         return last_boxed(text)
     if not fallback:
         return None

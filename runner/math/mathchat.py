@@ -234,7 +234,7 @@ def solution_from_run(run: AgentRun, *, method: str, problem: str, gold: str | N
                     verdict=verdict, run=run)
 
 
-def judge(problem: str, gold: str, answer: str | None, checker: Checker | None = None) -> Verdict:
+def judge_answer(problem: str, gold: str, answer: str | None, checker: Checker | None = None) -> Verdict:
     """The checker's verdict on `answer`, decimals allowed when the problem asks for one."""
     allow_decimal = asks_for_decimal(problem)
     if checker is not None:
@@ -276,5 +276,5 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
     finally:
         if owns_sandbox:
             box.close()
-    verdict = judge(text, gold, run.final_answer, checker) if gold is not None else None
+    verdict = judge_answer(text, gold, run.final_answer, checker) if gold is not None else None
     return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict)

@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..agent.boxed import closing_brace
+
 __all__ = ["MAX_ANSWER_CHARS", "Normalized", "decimal_agrees", "decimal_places",
            "exact_decimals", "normalize_answer", "number_list", "plain_number",
            "significant_digits",
@@ -199,25 +201,6 @@ _INSIGNIFICANT_SPACE = re.compile(r"(?<=[^A-Za-z])\s+|\s+(?=[^A-Za-z])")
 _DECIMAL_LITERAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?![\d.])")
 
 
-def _closing(text: str, open_index: int) -> int:
-    """Index of the brace matching the one at `open_index`, or -1 (escapes skipped)."""
-    depth = 0
-    index = open_index
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return index
-        index += 1
-    return -1
-
-
 def _strip_wrappers(text: str) -> str:
     """Outer math delimiters and a box around the whole answer, repeatedly."""
     while True:
@@ -229,7 +212,7 @@ def _strip_wrappers(text: str) -> str:
                 text = text[len(opener):len(text) - len(closer)]
                 break
         box = _WHOLE_BOX.match(text)
-        if box and _closing(text, box.end() - 1) == len(text) - 1:
+        if box and closing_brace(text, box.end() - 1) == len(text) - 1:
             text = text[box.end():-1]
         if text == before:
             return text
@@ -245,7 +228,7 @@ def _flatten_text_commands(text: str) -> str:
         if start < 0:
             out.append(text[position:])
             return "".join(out)
-        close = _closing(text, start + 5)
+        close = closing_brace(text, start + 5)
         if close < 0:
             out.append(text[position:])
             return "".join(out)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..logs.evaluations import NO_LEVEL, EvaluationRecord, Summary, Tally
 from ..terminal import sanitize_for_terminal as clean_text
+from ..text_table import columns
 
 __all__ = ["EvaluationReport", "build_report", "chart_png", "render_markdown", "render_text",
            "write_chart"]
@@ -196,13 +197,8 @@ def render_markdown(report: EvaluationReport) -> str:
 
 
 def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    out = []
-    for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width
-                                             in zip(row[1:], widths[1:], strict=True)]
-        out.append("  ".join(cells).rstrip())
-    return out
+    """A name, then numbers aligned right."""
+    return columns(header, rows, right=range(1, len(header)))
 
 
 def render_text(report: EvaluationReport) -> str:

@@ -1,10 +1,10 @@
 """Training reports: what each epoch measured, what the optimizer did, what was rolled back.
 
-`TrainingReport` is read from the log (`runner.logs.optimizations`), so a report of a
+`TrainingReport` is read from the log (`runner.logs.trainings`), so a report of a
 training in progress, one resumed after a crash and one finished all read the same way.
-It is what `runner.math.optimize` returns: `functions` is the best set (the one saved),
-`history` the epochs. Forms: one JSON object (`runner math optimize --json`, `runner math
-report OPT_ID --format json`), Markdown, a terminal table, and a PNG chart of the success
+It is what `runner.math.train` returns: `functions` is the best set (the one saved),
+`history` the epochs. Forms: one JSON object (`runner math train --json`, `runner math
+report TRAINING_ID --format json`), Markdown, a terminal table, and a PNG chart of the success
 rate per epoch. Names and texts from models are escaped for Markdown and cleaned for the
 terminal, as in `runner.math.report`.
 """
@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..functions import FunctionSet
-from ..logs.optimizations import ActionRecord, EpochRecord, OptimizationLog, OptimizationRecord
+from ..logs.trainings import ActionRecord, EpochRecord, TrainingLog, TrainingRecord
 from ..terminal import sanitize_for_terminal as clean_text
+from ..text_table import columns
 from .report import _md, _plain, _table, figure_png
 
 __all__ = ["EpochSummary", "TrainingReport", "build_training_report", "render_training_markdown",
@@ -56,7 +57,7 @@ class TrainingReport(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    record: OptimizationRecord
+    record: TrainingRecord
     epochs: list[EpochSummary]
 
     @property
@@ -83,7 +84,7 @@ class TrainingReport(BaseModel):
                                      where=f"training {self.id}'s best set", log_store=False)
 
     def to_json_dict(self) -> dict[str, Any]:
-        """What `runner math optimize --json` prints."""
+        """What `runner math train --json` prints."""
         record = self.record
         return {
             "id": record.id, "status": str(record.status), "stop_reason": record.stop_reason,
@@ -130,7 +131,7 @@ def _summary(epoch: EpochRecord, actions: list[ActionRecord]) -> EpochSummary:
         optimizer_runs=runs)
 
 
-def build_training_report(log: OptimizationLog, record: OptimizationRecord) -> TrainingReport:
+def build_training_report(log: TrainingLog, record: TrainingRecord) -> TrainingReport:
     actions: dict[int, list[ActionRecord]] = {}
     for action in log.actions(record.id):
         actions.setdefault(action.epoch, []).append(action)
@@ -164,9 +165,7 @@ def render_training_text(report: TrainingReport) -> str:
         rows.append([str(epoch.epoch), _rate(epoch), epoch.outcome or epoch.status,
                      clean_text(", ".join(_action_text(a) for a in epoch.actions) or "-"),
                      str(len(epoch.rejected))])
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *rows]]
+    lines = columns(header, rows)
     best = ("-" if record.best_success_rate is None else
             f"{record.best_success_rate * 100:.1f}% at epoch {record.best_epoch}")
     lines += ["", f"training {record.id} · {record.status}"

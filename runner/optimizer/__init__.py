@@ -20,8 +20,8 @@ Training a math agent's list over epochs, with rollbacks and early stopping, is
 
 from __future__ import annotations
 
-from .actions import ACTION_SPECS, ADD, REMOVE, REVISE, Change
 from .prompt import Conversation, ProblemResult, RolledBack, Statistics, conversations_from_log
+from .proposals import ACTION_SPECS, ADD, REMOVE, REVISE, Change
 from .step import Optimizer, OptimizerRun, Proposal, StepResult
 
 __all__ = [

@@ -30,10 +30,12 @@ from ..functions.call import source_filename
 from ..ids import new_id
 from ..sandbox import Sandbox
 from ..types import ExecutionRequest, ExecutionResult, Limits, SourceFile, Status
+from ..worker import error_types
 
 # Errors of a call that no choice of arguments explains: the code itself is broken.
-_BROKEN = frozenset({"ImportError", "ModuleNotFoundError", "NameError", "PackageUnavailable",
-                     "PackageRefused", "FunctionNotDefined", "Denied"})
+_BROKEN = frozenset({ImportError.__name__, ModuleNotFoundError.__name__, NameError.__name__,
+                     error_types.PACKAGE_UNAVAILABLE, error_types.FUNCTION_NOT_DEFINED,
+                     error_types.DENIED})
 _MAX_DEPTH = 8  # nesting of example values
 _SHOWN = 300  # characters of a smoke call's value or error shown to the optimizer
 

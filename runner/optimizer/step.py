@@ -9,7 +9,7 @@ Each action is one conversation with the optimizer model, run by the agent loop
 (`runner.agent.Agent`, logged like every agent run): the request (`runner.optimizer.prompt`)
 shows List A (`functions`), List B (after the actions accepted so far in this step), the
 results and the conversations; the model answers with a call of `add_function`,
-`revise_function` or `remove_function` (`runner.optimizer.actions`), carried out on the
+`revise_function` or `remove_function` (`runner.optimizer.proposals`), carried out on the
 host by a handler (`runner.agent.host`) that checks it and runs it once in the sandbox
 (`runner.optimizer.smoke`). A refused call goes back to the model as a feedback turn with
 the reason, up to `max_tries` replies per action; the first accepted one ends that
@@ -46,9 +46,9 @@ from ..logs.functions import Author
 from ..ranges import Range, require
 from ..sandbox import Sandbox
 from ..types import Limits
-from .actions import KINDS, Change, action_set, apply_change, read_proposal
 from .prompt import DEFAULT_HISTORY_TOKENS, Conversation, RolledBack, Statistics, build_task
-from .protocol import optimizer_protocol, protocol_names
+from .proposals import KINDS, Change, action_set, apply_change, read_proposal
+from .replies import optimizer_protocol, protocol_names
 from .smoke import smoke_test
 
 if TYPE_CHECKING:

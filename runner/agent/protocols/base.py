@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import feedback
 from ..actions import ParsedReply
-from ..feedback import Observation
+from ..feedback import ActionReport
 from ..llm import ChatReply, Message
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ class ReplyProtocol(ABC):
     """Base of the four protocols; see the module docstring."""
 
     name: ClassVar[str]
-    #: code blocks run in one sandbox session per conversation
-    uses_session: ClassVar[bool] = False
     #: a code block that runs but prints nothing is a NO_OUTPUT problem
     require_output: bool = False
     #: after this many failing code blocks in a row, tell the model to reason instead
@@ -68,7 +66,7 @@ class ReplyProtocol(ABC):
         whose program's output is the answer; None (the default) to go on."""
         return None
 
-    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[ActionReport],
                           notes: Sequence[str]) -> list[Message]:
         """The messages that answer `reply`: by default one user message with every
         observation, then the notes."""

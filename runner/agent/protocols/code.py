@@ -34,7 +34,7 @@ from ..actions import (
     ReplyProblem,
     StopAction,
 )
-from ..feedback import Observation
+from ..feedback import ActionReport
 from ..llm import ChatReply, Message
 from ..parsing import fenced_blocks, json_objects, last_boxed, read_action
 from .base import ReplyProtocol, functions_section
@@ -53,7 +53,6 @@ AnswerRule = Callable[[str], "str | None"]
 
 class CodeProtocol(ReplyProtocol):
     name = "code"
-    uses_session = True
 
     def __init__(self, answer_rule: AnswerRule = last_boxed, *,
                  answer_format: str = "\\boxed{<answer>}", require_output: bool = False,
@@ -77,7 +76,7 @@ class CodeProtocol(ReplyProtocol):
             return functions.to_openai_tools()
         return None
 
-    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[ActionReport],
                           notes: Sequence[str]) -> list[Message]:
         if reply.tool_calls:  # each native call is answered by its own `tool` message
             return tool_messages(reply, observations, notes)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .. import feedback
 from ..actions import AnswerAction, CallAction, ParsedReply, ReplyProblem
-from ..feedback import Observation
+from ..feedback import ActionReport
 from ..llm import ChatReply, Message
 from ..parsing import Segment, json_objects, label_segments, read_action
 from .base import ReplyProtocol, functions_section
@@ -100,7 +100,7 @@ class TextProtocol(ReplyProtocol):
         return ParsedReply(actions=(CallAction(function=function, arguments=arguments),),
                            notes=notes)
 
-    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[ActionReport],
                           notes: Sequence[str]) -> list[Message]:
         # A tool's result is an Observation; a reply that could not be read is not.
         parts = [o.text if "MALFORMED_RESPONSE" in o.codes else f"Observation: {o.text}"

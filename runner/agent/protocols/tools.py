@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import feedback
 from ..actions import AnswerAction, CallAction, ParsedReply, ReplyProblem
-from ..feedback import Observation
+from ..feedback import ActionReport
 from ..llm import ChatReply, Message
 from ..parsing import json_objects, json_text_problem, load_arguments, read_action
 from .base import ReplyProtocol
@@ -62,7 +62,7 @@ class ToolsProtocol(ReplyProtocol):
         actions, problems = tool_call_actions(reply)
         return ParsedReply(actions=tuple(actions), problems=tuple(problems))
 
-    def feedback_messages(self, reply: ChatReply, observations: Sequence[Observation],
+    def feedback_messages(self, reply: ChatReply, observations: Sequence[ActionReport],
                           notes: Sequence[str]) -> list[Message]:
         return tool_messages(reply, observations, notes)
 
@@ -89,7 +89,7 @@ def tool_call_actions(reply: ChatReply) -> tuple[list[CallAction], list[ReplyPro
     return actions, problems
 
 
-def tool_messages(reply: ChatReply, observations: Sequence[Observation],
+def tool_messages(reply: ChatReply, observations: Sequence[ActionReport],
                   notes: Sequence[str]) -> list[Message]:
     """One `tool` message per native call of `reply` (as the API requires), with the other
     observations and the notes appended to the last of them."""

@@ -13,8 +13,8 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from runner.errors import ConfigurationError
-from runner.logs.viewer.app import create_app, is_loopback
+from ...errors import ConfigurationError
+from .app import create_app, is_loopback
 
 __all__ = ["bind", "create_app", "is_loopback", "serve"]
 

@@ -4,7 +4,7 @@ Security, and why:
 - The database is opened read-only for every request (`LogStore(read_only=True)`: SQLite
   `mode=ro` plus `query_only`), so no page, bug or crafted request can change the log.
 - Jinja2 autoescapes every value; the few pieces of HTML the code builds come from
-  Pygments (which escapes) or from `render.hits` (which escapes). Program output and model
+  Pygments (which escapes) or from `html.hits` (which escapes). Program output and model
   replies are hostile: they show as text, control characters as visible escapes.
 - Content-Security-Policy `default-src 'none'`: no script runs at all (the pages need
   none), styles only from this server, no frames, forms only to this server.
@@ -35,10 +35,11 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from runner.logs.query import PAGE_SIZE
-from runner.logs.store import LogStore
-from runner.logs.viewer import pages
-from runner.logs.viewer.render import stylesheet
+from ..query import PAGE_SIZE
+from ..store import LogStore
+from . import math_pages, pages
+from .common import EXCEPTION_HANDLERS
+from .html import stylesheet
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -95,13 +96,15 @@ class Guard:
                                       (b"server-timing", took)]
             await send(message)
 
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            await refusal(scope, receive, send_with_headers)
+        rejection = self._unauthorized(scope)
+        if rejection is not None:
+            await rejection(scope, receive, send_with_headers)
             return
         await self.app(scope, receive, send_with_headers)
 
-    def _refusal(self, scope: Scope) -> Response | None:
+    def _unauthorized(self, scope: Scope) -> Response | None:
+        """The response that turns this request away (a host or token this viewer does not
+        serve), or None to let it through."""
         request = Request(scope)
         if self.token is None:
             host = request.url.hostname or ""
@@ -148,10 +151,10 @@ def create_app(db_path: Path | str, *, token: str | None = None,
         return Response(css, media_type="text/css")
 
     app = Starlette(
-        routes=[*pages.routes(), *routes,
+        routes=[*pages.routes(), *math_pages.routes(), *routes,
                 Route("/static/pygments.css", pygments_css),
                 Mount("/static", app=StaticFiles(directory=_STATIC), name="static")],
-        exception_handlers=pages.EXCEPTION_HANDLERS,
+        exception_handlers=EXCEPTION_HANDLERS,
     )
     app.state.db_path = path
     app.state.page_size = page_size

@@ -25,12 +25,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from runner.errors import ConfigurationError
-from runner.logs.evaluations import EvaluationLog
-from runner.logs.optimizations import OptimizationLog
-from runner.logs.query import Cursor, iso_utc
-from runner.logs.store import LogStore
-from runner.logs.viewer.pages import _param, _render, page
+from ...errors import ConfigurationError
+from ..evaluations import EvaluationLog
+from ..query import Cursor
+from ..rows import to_iso
+from ..store import LogStore
+from ..trainings import TrainingLog
+from .common import page, param, render_page
 
 
 def _png(data: bytes) -> str:
@@ -38,7 +39,7 @@ def _png(data: bytes) -> str:
 
 
 def _before(request: Request) -> tuple[Cursor | None, tuple[str, str] | None]:
-    text = _param(request, "after")
+    text = param(request, "after")
     if text is None:
         return None, None
     cursor = Cursor.decode(text)
@@ -49,7 +50,7 @@ def _next(records: list[Any], size: int) -> str | None:
     if len(records) <= size:
         return None
     last = records[size - 1]
-    return Cursor(value=iso_utc(last.created_at), id=last.id).encode()
+    return Cursor(value=to_iso(last.created_at), id=last.id).encode()
 
 
 # -- evaluations -----------------------------------------------------------------------------
@@ -62,15 +63,15 @@ def evaluations(request: Request, store: LogStore) -> Response:
     log = EvaluationLog(store)
     records = log.list(limit=size + 1, before=before)
     shown = records[:size]
-    return _render(request, "evaluations.html", {
+    return render_page(request, "evaluations.html", {
         "records": shown, "progress": log.progress([r.id for r in shown]),
-        "trainings": {r.id: OptimizationLog(store).for_evaluation(r.id) for r in shown},
+        "trainings": {r.id: TrainingLog(store).for_evaluation(r.id) for r in shown},
         "page": {"next_cursor": _next(records, size)}, "first_page": cursor is None})
 
 
 @page
 def evaluation(request: Request, store: LogStore) -> Response:
-    from runner.math.report import build_report, chart_png
+    from ...math.report import build_report, chart_png
 
     wanted = request.path_params["evaluation_id"]
     log = EvaluationLog(store)
@@ -78,11 +79,11 @@ def evaluation(request: Request, store: LogStore) -> Response:
     if record.id != wanted:
         return RedirectResponse(f"/evaluations/{record.id}", 302)
     report = build_report(record, log.summary(record.id))
-    verdict = _param(request, "correct")
+    verdict = param(request, "correct")
     if verdict not in (None, "0", "1"):
         raise ConfigurationError(f"correct must be 0 or 1, not {verdict!r}",
                                  fix="use correct=0 (wrong answers) or correct=1 (right ones)")
-    after_text = _param(request, "after")
+    after_text = param(request, "after")
     try:
         after = int(after_text) if after_text is not None else None
     except ValueError:
@@ -90,12 +91,12 @@ def evaluation(request: Request, store: LogStore) -> Response:
     size = request.app.state.page_size
     items = log.items(record.id, correct=None if verdict is None else verdict == "1",
                       after=after, limit=size + 1)
-    return _render(request, "evaluation.html", {
+    return render_page(request, "evaluation.html", {
         "report": report, "record": record, "data": report.to_json_dict(),
         "chart": _png(chart_png(report)) if report.total else None,
         "items": items[:size], "next_after": items[size - 1].position if len(items) > size else None,
         "first_page": after is None, "correct": verdict,
-        "training": OptimizationLog(store).for_evaluation(record.id)})
+        "training": TrainingLog(store).for_evaluation(record.id)})
 
 
 # -- trainings -------------------------------------------------------------------------------
@@ -105,18 +106,18 @@ def evaluation(request: Request, store: LogStore) -> Response:
 def trainings(request: Request, store: LogStore) -> Response:
     size = request.app.state.page_size
     cursor, before = _before(request)
-    records = OptimizationLog(store).list(limit=size + 1, before=before)
-    return _render(request, "trainings.html", {
+    records = TrainingLog(store).list(limit=size + 1, before=before)
+    return render_page(request, "trainings.html", {
         "records": records[:size], "page": {"next_cursor": _next(records, size)},
         "first_page": cursor is None})
 
 
 @page
 def training(request: Request, store: LogStore) -> Response:
-    from runner.math.training_report import build_training_report, training_chart_png
+    from ...math.training_report import build_training_report, training_chart_png
 
-    wanted = request.path_params["optimization_id"]
-    log = OptimizationLog(store)
+    wanted = request.path_params["training_id"]
+    log = TrainingLog(store)
     record = log.get(wanted)
     if record.id != wanted:
         return RedirectResponse(f"/trainings/{record.id}", 302)
@@ -126,7 +127,7 @@ def training(request: Request, store: LogStore) -> Response:
         if action.outcome in ("terminated", "ended"):
             endings.setdefault(action.epoch, []).append(action)
     measured = any(epoch.success_rate is not None for epoch in report.epochs)
-    return _render(request, "training.html", {
+    return render_page(request, "training.html", {
         "report": report, "record": record, "endings": endings,
         "chart": _png(training_chart_png(report)) if measured else None,
         "best": (record.best_functions or {}).get("functions") or []})
@@ -137,5 +138,5 @@ def routes() -> list[Route]:
         Route("/evaluations", evaluations),
         Route("/evaluations/{evaluation_id}", evaluation),
         Route("/trainings", trainings),
-        Route("/trainings/{optimization_id}", training),
+        Route("/trainings/{training_id}", training),
     ]

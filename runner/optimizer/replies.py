@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..agent.actions import AnswerAction, CallAction, ParsedReply, ReplyProblem, StopAction
 from ..agent.llm import ChatReply
 from ..agent.protocols import JsonProtocol, ReplyProtocol, ToolsProtocol
-from .actions import ADD, REMOVE, REVISE
+from .proposals import ADD, REMOVE, REVISE
 
 if TYPE_CHECKING:
     from ..functions import FunctionSet

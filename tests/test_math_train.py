@@ -1,5 +1,6 @@
-"""Training a math agent's functions (runner.math.optimize) with scripted models served on
-127.0.0.1, the real sandbox, checker and log: an added function turns failures into
+"""Training a math agent's functions (runner.math.train) with scripted models (fakes in-process
+for the loop's own logic, `runner.testing.FunctionChat`; for the command line, served on
+127.0.0.1 through the SDK), the real sandbox, checker and log: an added function turns failures into
 successes and is kept, saved, reloaded and used by the next evaluation; a revision that
 does worse is rolled back (and shown to the optimizer afterwards); early stop; TERMINATE;
 resume after an interruption in a step and after SIGKILL in an evaluation; the CLI's JSON,
@@ -11,6 +12,7 @@ actions of its scenario, in order."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -30,10 +32,12 @@ from runner.agent import OpenAIChat
 from runner.logs import LogStore
 from runner.logs.evaluations import EvaluationLog
 from runner.logs.functions import FunctionVersionLog
-from runner.logs.optimizations import OptimizationLog
+from runner.logs.trainings import TrainingLog
 from runner.math import load_jsonl
 from runner.math.evaluation import evaluate
-from runner.math.optimization import optimize, resume_optimization
+from runner.math.training import resume_training
+from runner.math.training import train as run_training
+from runner.testing import FunctionChat
 
 SAMPLE = Path(__file__).parent / "data" / "math_sample.jsonl"
 OPTIMIZER_PROMPT = "You improve the list of functions"
@@ -98,6 +102,20 @@ class Models:
     def llm(self) -> OpenAIChat:
         return OpenAIChat("fake-model", base_url=self.server.url, api_key="k", backoff_s=0.001)
 
+    @functools.cached_property
+    def fake(self) -> FunctionChat:
+        """The same script as a fake model in-process (one for the agent and the optimizer),
+        for the tests of the training loop itself; the command line needs the server."""
+        def answer(messages: list[dict], tools) -> str | dict:
+            reply = self.respond({"messages": messages})
+            if isinstance(reply, str):
+                return reply
+            calls = [{"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+                     for call in reply.get("tool_calls", [])]
+            return {"content": reply.get("content", ""), **({"tool_calls": calls} if calls else {})}
+
+        return FunctionChat(answer, model="fake-model")
+
     def __enter__(self) -> Models:
         return self
 
@@ -109,7 +127,7 @@ def foreign_keys_hold(path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         orphans = conn.execute(
-            "SELECT COUNT(*) FROM optimization_actions a LEFT JOIN agent_runs r ON "
+            "SELECT COUNT(*) FROM training_actions a LEFT JOIN agent_runs r ON "
             "r.id = a.agent_run_id WHERE r.id IS NULL").fetchone()[0]
         assert orphans == 0
 
@@ -124,7 +142,7 @@ def test_an_added_function_turns_failures_into_successes_and_is_kept(train, stor
                {"add_function": {**SOLVER, "packages": ['x; os_name=="posix"']}},  # refused
                {"add_function": SOLVER}, "TERMINATE", "TERMINATE"]
     with Models(train, lambda system: "solve_it" in system, actions) as models:
-        result = optimize(train, llm=models.llm(), epochs=3, out=out, log_store=store,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=3, out=out, log_store=store,
                           concurrency=2, backend=backend, backend_options=backend_options(backend))
         requests = models.optimizer_requests
     data = result.to_json_dict()
@@ -156,7 +174,7 @@ def test_an_added_function_turns_failures_into_successes_and_is_kept(train, stor
     assert again.accuracy == 1.0 and again.record.function_set == "learned"
     assert all("solve_it" in system for system in models_again.agent_systems)
     # every conversation of every epoch is in the log, linked by foreign keys
-    log = OptimizationLog(store)
+    log = TrainingLog(store)
     epochs = log.epochs(result.id)
     for epoch in epochs[:2]:
         items = EvaluationLog(store).items(epoch.evaluation_id)
@@ -178,7 +196,7 @@ def test_a_revision_that_does_worse_is_rolled_back(train, store, tmp_path):
     worse = spec("solve_it", "Solves it another way.", "return x + 1")
     actions = [{"revise_function": worse}, "TERMINATE", "TERMINATE"]
     with Models(train, lambda system: "the right way" in system, actions) as models:
-        result = optimize(train, llm=models.llm(), epochs=4, functions=start, out=out,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=4, functions=start, out=out,
                           log_store=store, concurrency=2)
         requests = models.optimizer_requests
     data = result.to_json_dict()
@@ -205,13 +223,13 @@ def test_a_revision_that_does_worse_is_rolled_back(train, store, tmp_path):
 
 
 def log_scores(store: LogStore) -> dict:
-    return OptimizationLog(store).version_scores("learned")
+    return TrainingLog(store).version_scores("learned")
 
 
 def test_training_stops_after_patience_epochs_without_improvement(train, store):
     useless = [{"add_function": spec(f"helper_{i}", f"Helper number {i}.")} for i in range(10)]
     with Models(train, lambda system: False, useless) as models:
-        result = optimize(train, llm=models.llm(), epochs=6, patience=2, max_actions=1,
+        result = run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=6, patience=2, max_actions=1,
                           log_store=store, concurrency=2)
     data = result.to_json_dict()
     assert [(e["epoch"], e["outcome"]) for e in data["epochs"]] == [
@@ -245,12 +263,12 @@ def test_an_interrupted_step_resumes_with_what_it_had_accepted(train, store, tmp
 
     with Models(train, lambda system: "solve_it" in system, actions) as models:
         with pytest.raises(KeyboardInterrupt):
-            optimize(train, llm=models.llm(), epochs=2, out=out, log_store=store,
-                     progress=Interrupt())
-        (record,) = OptimizationLog(store).list()
+            run_training(train, llm=models.fake, optimizer_llm=models.fake, epochs=2, out=out,
+                         log_store=store, progress=Interrupt())
+        (record,) = TrainingLog(store).list()
         assert record.status == "interrupted"
-        assert "runner math optimize --resume" in record.error["fix"]
-        result = resume_optimization(record.id, llm=models.llm(), log_store=store)
+        assert "runner math train --resume" in record.error["fix"]
+        result = resume_training(record.id, llm=models.fake, optimizer_llm=models.fake, log_store=store)
         requests = models.optimizer_requests
     assert result.record.status == "finished" and result.best_success_rate == 1.0
     epoch = result.epochs[1]
@@ -281,7 +299,7 @@ def epoch_state(database: Path) -> tuple[str | None, str | None, int]:
         return None, None, 0
     try:
         with sqlite3.connect(database, timeout=10) as conn:
-            row = conn.execute("SELECT optimization_id, evaluation_id FROM optimization_epochs "
+            row = conn.execute("SELECT training_id, evaluation_id FROM training_epochs "
                                "WHERE epoch = 1").fetchone()
             if row is None or row[1] is None:
                 return (row[0] if row else None), None, 0
@@ -299,7 +317,7 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
     actions = [{"add_function": SOLVER}, "TERMINATE", "TERMINATE"]
     with Models(train, lambda system: "solve_it" in system, actions, delay_s=0.2) as models:
         url = models.server.url
-        first = cli(["math", "optimize", "--train", str(train), "--base-url", url, "--model",
+        first = cli(["math", "train", "--train", str(train), "--base-url", url, "--model",
                      "fake-model", "--epochs", "2", "--out", str(out), "--json"], home,
                     start_new_session=True)
         deadline = time.monotonic() + 180
@@ -312,8 +330,8 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
         training_id, evaluation_id, done = epoch_state(database)
         assert 2 <= done < 6
         with sqlite3.connect(database) as conn:
-            assert conn.execute("SELECT status FROM optimizations").fetchone()[0] == "running"
-        second = cli(["math", "optimize", "--resume", training_id, "--base-url", url, "--json"],
+            assert conn.execute("SELECT status FROM trainings").fetchone()[0] == "running"
+        second = cli(["math", "train", "--resume", training_id, "--base-url", url, "--json"],
                      home)
         stdout, stderr = second.communicate(timeout=300)
     assert second.returncode == 0, stderr
@@ -346,7 +364,7 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
     assert "learned.solve_it v1" in shown and f"add by optimizer {training_id}" in shown
     assert "(epoch 1: add_function)" in shown and "score: 100.0% at epoch 1" in shown
     assert "+def solve_it(x):" in shown
-    listed = cli(["math", "optimizations", "--json"], home)
+    listed = cli(["math", "trainings", "--json"], home)
     assert json.loads(listed.communicate(timeout=120)[0])[0]["id"] == training_id
     # the saved file is a function set the other commands load as it is
     called = cli(["call", str(out), "solve_it", "--args", '{"x": 3}', "--json"], home)
@@ -355,16 +373,29 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
 
 def test_cli_usage_errors(tmp_path):
     home = tmp_path / "home"
-    missing = cli(["math", "optimize", "--model", "m"], home)
+    missing = cli(["math", "train", "--model", "m"], home)
     _, err = missing.communicate(timeout=120)
     assert missing.returncode == 2 and "give --train" in err
-    mixed = cli(["math", "optimize", "--resume", "01ABC", "--epochs", "3"], home)
+    mixed = cli(["math", "train", "--resume", "01ABC", "--epochs", "3"], home)
     _, err = mixed.communicate(timeout=120)
     assert mixed.returncode == 2 and "keeps its own settings; leave out --epochs" in err
-    vanilla = cli(["math", "optimize", "--train", "x.jsonl", "--method", "vanilla"], home)
+    vanilla = cli(["math", "train", "--train", "x.jsonl", "--method", "vanilla"], home)
     _, err = vanilla.communicate(timeout=120)
     assert vanilla.returncode == 2 and "Invalid value for '--method'" in err
-    unknown = cli(["math", "optimize", "--resume", "01NOSUCHTRAINING"], home)
+    unknown = cli(["math", "train", "--resume", "01NOSUCHTRAINING"], home)
     _, err = unknown.communicate(timeout=120)
     assert unknown.returncode == 1 and "no training with an id starting" in err
     assert "Traceback" not in err
+
+
+def test_the_old_command_names_still_work_and_are_not_listed(tmp_path):
+    home = tmp_path / "home"
+    old = cli(["math", "optimize", "--model", "m"], home)
+    _, err = old.communicate(timeout=120)
+    assert old.returncode == 2 and "give --train" in err
+    listed = cli(["math", "optimizations", "--json"], home)
+    assert json.loads(listed.communicate(timeout=120)[0]) == []
+    shown = cli(["math", "--help"], home)
+    text, _ = shown.communicate(timeout=120)
+    commands = [line.split()[0] for line in text.split("Commands:")[1].splitlines() if line.strip()]
+    assert "train" in commands and "optimize" not in commands and "optimizations" not in commands

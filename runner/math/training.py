@@ -1,12 +1,12 @@
 """Training a math agent's function list with the AgentOptimizer: epochs, rollbacks, early stop.
 
-    from runner.math import optimize
-    result = optimize("math:train:Algebra", limit=20, epochs=5, model="m", base_url=url,
-                      optimizer_model="m2", out="learned.json")
+    from runner.math import train
+    result = train("math:train:Algebra", limit=20, epochs=5, model="m", base_url=url,
+                   optimizer_model="m2", out="learned.json")
     result.functions          # the best FunctionSet (also saved to learned.json)
     result.history            # per epoch: success rate, actions, refusals, rolled back or not
 
-How a training goes (every step is in the log: `runner.logs.optimizations`):
+How a training goes (every step is in the log: `runner.logs.trainings`):
 
 - Epoch 0 measures the starting set (`functions`, often none): an evaluation of the
   training problems (`runner.math.evaluation`: every conversation logged, every answer
@@ -24,7 +24,7 @@ How a training goes (every step is in the log: `runner.logs.optimizations`):
   shows each version with its diff, and the epochs that measured it with their scores.
   The best set is saved (atomically, after each decision) to `out`: a function-set file
   that `runner agent`, `runner call` and `runner math eval --functions` load as it is.
-- `resume_optimization(ID)` goes on from what the log holds: an evaluation in progress is
+- `resume_training(ID)` goes on from what the log holds: an evaluation in progress is
   resumed (`resume_evaluation`), a step in progress keeps its accepted actions and asks
   for the rest, a decision not yet written is made again.
 
@@ -45,29 +45,30 @@ from ..ids import new_id
 from ..logs.agent import AgentLog
 from ..logs.evaluations import EvaluationLog, EvaluationRecord, ItemRecord
 from ..logs.functions import Author, FunctionVersionLog
-from ..logs.optimizations import (
+from ..logs.job_status import JobStatus
+from ..logs.store import LogStore
+from ..logs.trainings import (
     EpochRecord,
     NewAction,
-    OptimizationLog,
-    OptimizationRecord,
-    OptimizationStatus,
+    TrainingLog,
+    TrainingRecord,
 )
-from ..logs.store import LogStore
 from ..optimizer import Conversation, Optimizer, OptimizerRun, RolledBack, Statistics
 from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
 from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
 from ..types import Limits
-from .datasets import DATASETS, Dataset, load_dataset
-from .evaluation import (
-    ProgressListener,
-    _check_server,
-    _llm_from,
-    _llm_settings,
-    _sha256,
-    evaluate,
-    resume_evaluation,
+from .datasets import DATASETS, Dataset, file_sha256, load_dataset
+from .evaluation import ProgressListener, evaluate, resume_evaluation
+from .jobs import (
+    FATAL_LLM_CODES,
+    Stop,
+    check_server,
+    error_dict,
+    llm_from,
+    llm_settings,
+    opened_store,
 )
 from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, load_functions
 from .report import EvaluationReport
@@ -76,10 +77,9 @@ from .training_report import EpochSummary, TrainingReport, build_training_report
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
 
-__all__ = ["TrainingError", "TrainingListener", "optimize", "parse_train_spec",
-           "resume_optimization", "training_report"]
+__all__ = ["TrainingError", "TrainingListener", "parse_train_spec", "resume_training", "train",
+           "training_report"]
 
-_FATAL_LLM_CODES = frozenset({"LLM_UNAVAILABLE", "LLM_AUTHENTICATION"})
 _SHOWN_ROLLED_BACK = 5  # the latest rolled-back steps shown to the optimizer
 TRAINING_METHODS = ("mathchat", "pot")  # the methods that use functions
 
@@ -93,7 +93,7 @@ class TrainingError(RunnerError):
 class TrainingListener(Protocol):
     """What a training reports as it goes (the CLI's progress lines)."""
 
-    def started(self, record: OptimizationRecord, *, resumed: bool) -> None: ...
+    def started(self, record: TrainingRecord, *, resumed: bool) -> None: ...
 
     def evaluation(self, epoch: int) -> ProgressListener | None:
         """The listener of this epoch's evaluation (a progress bar), if any."""
@@ -142,32 +142,26 @@ def _load_training_data(dataset: str | Path | Dataset, split: str | None,
     return loaded
 
 
-def _open_store(log_store: LogStore | Path | str | None) -> tuple[LogStore, bool]:
-    if isinstance(log_store, LogStore):
-        return log_store, False
-    return LogStore(log_store), True
-
-
-def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
-             model: str | None = None, base_url: str | None = None, api_key: str | None = None,
-             llm_options: dict[str, Any] | None = None, optimizer_llm: ChatModel | None = None,
-             optimizer_model: str | None = None, optimizer_base_url: str | None = None,
-             optimizer_api_key: str | None = None,
-             optimizer_llm_options: dict[str, Any] | None = None, split: str | None = None,
-             types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
-             limit: int | None = None, seed: int | None = None, epochs: int = 5,
-             functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
-             backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
-             limits: Limits | None = None, budget_s: float | None = 120.0,
-             native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
-             max_tries: int = DEFAULT_MAX_TRIES, patience: int = 2,
-             show_rolled_back: bool = True, history_tokens: int = DEFAULT_HISTORY_TOKENS,
-             optimizer_protocol: str = "auto", out: str | Path | None = None,
-             set_name: str | None = None, log_store: LogStore | Path | str | None = None,
-             progress: TrainingListener | None = None,
-             backend_options: dict[str, Any] | None = None,
-             on_created: Callable[[OptimizationRecord], None] | None = None) -> TrainingReport:
-    """Train a function list on `train` (a dataset spec such as `math:train:Algebra`, a JSONL
+def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
+          model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+          llm_options: dict[str, Any] | None = None, optimizer_llm: ChatModel | None = None,
+          optimizer_model: str | None = None, optimizer_base_url: str | None = None,
+          optimizer_api_key: str | None = None,
+          optimizer_llm_options: dict[str, Any] | None = None, split: str | None = None,
+          types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
+          limit: int | None = None, seed: int | None = None, epochs: int = 5,
+          functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
+          backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
+          limits: Limits | None = None, budget_s: float | None = 120.0,
+          native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
+          max_tries: int = DEFAULT_MAX_TRIES, patience: int = 2,
+          show_rolled_back: bool = True, history_tokens: int = DEFAULT_HISTORY_TOKENS,
+          optimizer_protocol: str = "auto", out: str | Path | None = None,
+          set_name: str | None = None, log_store: LogStore | Path | str | None = None,
+          progress: TrainingListener | None = None,
+          backend_options: dict[str, Any] | None = None,
+          on_created: Callable[[TrainingRecord], None] | None = None) -> TrainingReport:
+    """Train a function list on `problems` (a dataset spec such as `math:train:Algebra`, a JSONL
     path, or a loaded `Dataset`); see the module docstring. Returns the report: its
     `functions` is the best set, its `history` the epochs.
 
@@ -188,26 +182,26 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
         raise ConfigurationError(f"method {method!r} cannot use functions",
                                  fix=f"train with one of: {', '.join(TRAINING_METHODS)}")
     starting = load_functions(functions)
-    loaded = _load_training_data(train, split, types, levels)
-    agent_llm = _llm_from(llm, model=model, base_url=base_url, api_key=api_key,
-                          llm_options=llm_options)
-    optimizer_chat = optimizer_llm or _llm_from(
+    loaded = _load_training_data(problems, split, types, levels)
+    agent_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
+                         llm_options=llm_options)
+    optimizer_chat = optimizer_llm or llm_from(
         None, model=optimizer_model or getattr(agent_llm, "model", None),
         base_url=optimizer_base_url or getattr(agent_llm, "base_url", None),
         api_key=optimizer_api_key or api_key,
         llm_options=optimizer_llm_options if optimizer_llm_options is not None else llm_options)
     Optimizer(optimizer_chat, protocol=optimizer_protocol, max_actions=max_actions,
               max_tries=max_tries, history_tokens=history_tokens)  # checks the settings now
-    _check_server(agent_llm)
+    check_server(agent_llm)
     if optimizer_chat is not agent_llm:
-        _check_server(optimizer_chat)
+        check_server(optimizer_chat)
     out_path = str(Path(out).resolve()) if out is not None else None
     if out_path is not None and not Path(out_path).parent.is_dir():
         raise ConfigurationError(f"cannot save the trained set to {out}: its directory does "
                                  "not exist", fix="create the directory, or pass another --out")
-    record = OptimizationRecord(
+    record = TrainingRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
-        dataset_sha256=_sha256(loaded.path), method=method,
+        dataset_sha256=file_sha256(loaded.path), method=method,
         model=getattr(agent_llm, "model", None), base_url=getattr(agent_llm, "base_url", None),
         optimizer_model=getattr(optimizer_chat, "model", None),
         optimizer_base_url=getattr(optimizer_chat, "base_url", None), backend=backend,
@@ -221,102 +215,82 @@ def optimize(train: str | Path | Dataset, *, llm: ChatModel | None = None,
             "native_tools": native_tools, "max_actions": max_actions, "max_tries": max_tries,
             "patience": patience, "show_rolled_back": show_rolled_back,
             "history_tokens": history_tokens, "optimizer_protocol": optimizer_protocol,
-            "llm": _llm_settings(agent_llm), "optimizer_llm": _llm_settings(optimizer_chat),
+            "llm": llm_settings(agent_llm), "optimizer_llm": llm_settings(optimizer_chat),
             "starting_functions": starting.to_dict() if starting is not None else None})
-    store, owns_store = _open_store(log_store)
-    try:
-        OptimizationLog(store).create(record)
+    with opened_store(log_store) as store:
+        TrainingLog(store).create(record)
         working = FunctionSet(record.set_name, log_store=store)
         for spec in starting or ():
             working.add(spec, by=Author.optimizer(record.id), note="epoch 0: the starting set")
-        OptimizationLog(store).start_epoch(record.id, 0, functions=working.to_dict(),
+        TrainingLog(store).start_epoch(record.id, 0, functions=working.to_dict(),
                                            status="evaluate")
         if on_created is not None:
             on_created(record)
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=False)
-    finally:
-        if owns_store:
-            store.close()
 
 
-def resume_optimization(optimization_id: str, *, llm: ChatModel | None = None,
-                        model: str | None = None, base_url: str | None = None,
-                        api_key: str | None = None, llm_options: dict[str, Any] | None = None,
-                        optimizer_llm: ChatModel | None = None,
-                        optimizer_model: str | None = None,
-                        optimizer_base_url: str | None = None,
-                        optimizer_api_key: str | None = None,
-                        concurrency: int | None = None,
-                        log_store: LogStore | Path | str | None = None,
-                        progress: TrainingListener | None = None,
-                        backend_options: dict[str, Any] | None = None) -> TrainingReport:
+def resume_training(training_id: str, *, llm: ChatModel | None = None,
+                    model: str | None = None, base_url: str | None = None,
+                    api_key: str | None = None, llm_options: dict[str, Any] | None = None,
+                    optimizer_llm: ChatModel | None = None,
+                    optimizer_model: str | None = None,
+                    optimizer_base_url: str | None = None,
+                    optimizer_api_key: str | None = None,
+                    concurrency: int | None = None,
+                    log_store: LogStore | Path | str | None = None,
+                    progress: TrainingListener | None = None,
+                    backend_options: dict[str, Any] | None = None) -> TrainingReport:
     """Go on with an interrupted training, with its own settings (see the module docstring).
     The models and servers are the training's own unless given; API keys are never stored."""
-    store, owns_store = _open_store(log_store)
-    try:
-        log = OptimizationLog(store)
-        record = log.get(optimization_id)
-        if record.status is OptimizationStatus.FINISHED:
+    with opened_store(log_store) as store:
+        log = TrainingLog(store)
+        record = log.get(training_id)
+        if record.status is JobStatus.FINISHED:
             return build_training_report(log, record)
         # A named dataset is found by its name (and split); a file by its path.
         source = record.dataset if record.dataset in DATASETS else record.dataset_path
         loaded = _load_training_data(source, record.split,
                                      record.settings.get("sample", {}).get("filters", {}).get("types"),
                                      record.settings.get("sample", {}).get("filters", {}).get("levels"))
-        if _sha256(loaded.path) != record.dataset_sha256:
+        if file_sha256(loaded.path) != record.dataset_sha256:
             raise TrainingError(f"the training problems in {loaded.path} changed since training "
                                 f"{record.id} began; its epochs would not be comparable",
                                 fix="restore the file, or start a new training")
         settings = record.settings
         options = {**settings.get("llm", {}), **(llm_options or {})}
-        agent_llm = _llm_from(llm, model=model or record.model,
-                              base_url=base_url or record.base_url, api_key=api_key,
-                              llm_options=options)
-        optimizer_chat = optimizer_llm or _llm_from(
+        agent_llm = llm_from(llm, model=model or record.model,
+                             base_url=base_url or record.base_url, api_key=api_key,
+                             llm_options=options)
+        optimizer_chat = optimizer_llm or llm_from(
             None, model=optimizer_model or record.optimizer_model,
             base_url=optimizer_base_url or record.optimizer_base_url,
             api_key=optimizer_api_key or api_key,
             llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
-        _check_server(agent_llm)
-        _check_server(optimizer_chat)
+        check_server(agent_llm)
+        check_server(optimizer_chat)
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
-        log.set_status(record.id, OptimizationStatus.RUNNING)
-        record = record.model_copy(update={"status": OptimizationStatus.RUNNING, "error": None})
+        log.set_status(record.id, JobStatus.RUNNING)
+        record = record.model_copy(update={"status": JobStatus.RUNNING, "error": None})
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=True)
-    finally:
-        if owns_store:
-            store.close()
 
 
-def training_report(optimization_id: str, *,
+def training_report(training_id: str, *,
                     log_store: LogStore | Path | str | None = None) -> TrainingReport:
     """The report of a training as it stands (finished or not)."""
-    store, owns_store = _open_store(log_store)
-    try:
-        log = OptimizationLog(store)
-        return build_training_report(log, log.get(optimization_id))
-    finally:
-        if owns_store:
-            store.close()
-
-
-class _Stop(Exception):
-    """Ends the training early, resumably, with this error."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__(error.get("message"))
-        self.error = error
+    with opened_store(log_store) as store:
+        log = TrainingLog(store)
+        return build_training_report(log, log.get(training_id))
 
 
 class _Training:
     """One training run (new or resumed): the loop over epochs and its decisions."""
 
-    def __init__(self, record: OptimizationRecord, store: LogStore, dataset: Dataset,
+    def __init__(self, record: TrainingRecord, store: LogStore, dataset: Dataset,
                  llm: ChatModel, optimizer_llm: ChatModel, progress: TrainingListener | None,
                  backend_options: dict[str, Any] | None) -> None:
         self.record = record
@@ -326,7 +300,7 @@ class _Training:
         self.optimizer_llm = optimizer_llm
         self.progress = progress
         self.backend_options = dict(backend_options or {})
-        self.log = OptimizationLog(store)
+        self.log = TrainingLog(store)
         self.evaluations = EvaluationLog(store)
         self.settings = record.settings
         self.author = Author.optimizer(record.id)
@@ -336,7 +310,7 @@ class _Training:
     def run(self, *, resumed: bool) -> TrainingReport:
         if self.progress is not None:
             self.progress.started(self.record, resumed=resumed)
-        status, stop_reason, error = OptimizationStatus.FINISHED, None, None
+        status, stop_reason, error = JobStatus.FINISHED, None, None
         try:
             with Sandbox(backend=self.record.backend, source="optimizer", log_store=self.store,
                          **self.backend_options) as sandbox, \
@@ -349,17 +323,16 @@ class _Training:
                               log=AgentLog(self.store)) as optimizer:
                 stop_reason = self._epochs(optimizer)
         except KeyboardInterrupt:
-            self.log.set_status(self.record.id, OptimizationStatus.INTERRUPTED, error={
+            self.log.set_status(self.record.id, JobStatus.INTERRUPTED, error={
                 "code": "INTERRUPTED", "message": "stopped by the user",
-                "fix": f"runner math optimize --resume {self.record.id}"})
+                "fix": f"runner math train --resume {self.record.id}"})
             raise
-        except _Stop as stop:
-            status, error = OptimizationStatus.INTERRUPTED, stop.error
+        except Stop as stop:
+            status, error = JobStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
-            status = OptimizationStatus.INTERRUPTED
-            error = {"code": exc.code, "message": exc.message, "fix": exc.fix}
+            status, error = JobStatus.INTERRUPTED, error_dict(exc)
         if error is not None:
-            error = {**error, "resume": f"runner math optimize --resume {self.record.id}"}
+            error = {**error, "resume": f"runner math train --resume {self.record.id}"}
         self.log.set_status(self.record.id, status, stop_reason=stop_reason, error=error)
         report = build_training_report(self.log, self.log.get(self.record.id))
         if self.progress is not None:
@@ -425,8 +398,8 @@ class _Training:
         result = optimizer.step(conversations, statistics, current, start=working,
                                 actions_taken=len(taken), rolled_back=self._rolled_back(),
                                 max_actions=limit, on_run=recorded)
-        if result.error is not None and result.error.get("code") in _FATAL_LLM_CODES:
-            raise _Stop(result.error)  # the step stays open: a resume asks again
+        if result.error is not None and result.error.get("code") in FATAL_LLM_CODES:
+            raise Stop(result.error)  # the step stays open: a resume asks again
         self.log.end_step(self.record.id, epoch.epoch, step_end=result.ended,
                           functions=working.to_dict())
 
@@ -525,7 +498,7 @@ class _Training:
                               max_output_chars=DEFAULT_MAX_OUTPUT_CHARS, log_store=self.store,
                               progress=listener, backend_options=options, on_created=created)
         if report.pending:
-            raise _Stop(report.record.error or {"code": "EVALUATION", "message":
+            raise Stop(report.record.error or {"code": "EVALUATION", "message":
                                                 f"epoch {epoch.epoch}'s evaluation stopped early"})
         return report
 
@@ -565,7 +538,7 @@ class _Training:
             self._set(functions, logged=False).save(target)
         except OSError as exc:
             raise TrainingError(f"cannot save the trained set to {target}: {exc.strerror or exc}",
-                                fix=f"make it writable, then runner math optimize --resume "
+                                fix=f"make it writable, then runner math train --resume "
                                     f"{self.record.id}") from exc
 
     def _report_epoch(self, epoch: int) -> None:
@@ -619,3 +592,9 @@ def _detail(item: ItemRecord) -> str:
     if item.answer is None:
         return f"no answer ({item.run_status}); expected {gold}"
     return f"answered {item.answer}, expected {gold}"
+
+
+# The names these had before "training" became the one word for a run of the AgentOptimizer
+# over epochs; kept so that existing callers go on working.
+optimize = train
+resume_optimization = resume_training

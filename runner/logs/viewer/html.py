@@ -17,8 +17,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
 from pygments.lexers import DiffLexer, JsonLexer, PythonLexer, PythonTracebackLexer
 
-from runner.logs.query import HIT_END, HIT_START
-from runner.terminal import sanitize_for_terminal
+from ...terminal import sanitize_for_terminal
+from ..query import HIT_END, HIT_START
 
 CSS_CLASS = "hl"
 # A body longer than this is cut in the page, with a link to the whole of it: a page of

@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from runner.logs.store import ExecutionRecord
-from runner.terminal import PLAIN, Style
-from runner.types import Limits
+from ..terminal import PLAIN, Style
+from ..text_table import columns
+from ..types import Limits
+from .store import ExecutionRecord
 
 _CODE_PREVIEW_WIDTH = 50
 # A body longer than this is shown as its first and last parts (runner logs show --full
@@ -96,18 +97,8 @@ def render_execution_list(records: Sequence[ExecutionRecord], *, style: Style = 
         )
         for r in records
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
-    right_aligned = {4}  # durations line up on the unit
-    out = []
-    for number, row in enumerate([header, *rows]):
-        cells = [
-            cell.rjust(width) if i in right_aligned else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=False))
-        ]
-        if number > 0:  # colour after padding, so escape codes do not count as width
-            cells[3] = cells[3].replace(row[3], style.status(row[3]), 1)
-        out.append("  ".join([*cells, row[-1]]).rstrip())
-    return "\n".join(out) + "\n"
+    # durations (column 4) line up on the unit
+    return "\n".join(columns(header, rows, right={4}, paint={3: style.status})) + "\n"
 
 
 def format_duration(ms: int) -> str:

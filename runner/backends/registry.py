@@ -1,0 +1,65 @@
+"""The backends by name: `create_backend("docker", ...)` imports and builds one.
+
+Each entry imports its implementation only when it is asked for, so an optional tier
+(Ray) costs nothing until it is used, and the interface (`runner.backends.base`) stays
+free of imports of the implementations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import BackendUnavailableError, UnknownBackendError
+from .base import Backend
+
+BackendFactory = Callable[..., Backend]
+_REGISTRY: dict[str, Callable[[], BackendFactory]] = {}
+
+
+def register_backend(name: str, loader: Callable[[], BackendFactory]) -> None:
+    """Register a backend; `loader` imports it lazily so optional tiers cost nothing."""
+    _REGISTRY[name] = loader
+
+
+def backend_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def create_backend(name: str, **options: Any) -> Backend:
+    try:
+        loader = _REGISTRY[name]
+    except KeyError:
+        raise UnknownBackendError(
+            f"unknown backend {name!r}",
+            fix=f"choose one of: {', '.join(backend_names())}") from None
+    return loader()(**options)
+
+
+def _load_restricted() -> BackendFactory:
+    from .restricted import RestrictedBackend
+
+    return RestrictedBackend
+
+
+def _load_docker() -> BackendFactory:
+    from .docker import DockerBackend
+
+    return DockerBackend
+
+
+def _load_ray() -> BackendFactory:
+    try:
+        import ray  # noqa: F401  (an optional extra)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"the ray backend needs Ray, which cannot be imported here ({exc})",
+            fix="pip install 'runner[ray]'") from None
+    from .ray import RayBackend
+
+    return RayBackend
+
+
+register_backend("restricted", _load_restricted)
+register_backend("docker", _load_docker)
+register_backend("ray", _load_ray)

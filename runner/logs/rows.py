@@ -1,0 +1,107 @@
+"""How the log's tables write values to columns and read them back, and find rows by id.
+
+One module for every table (executions, agent runs, function versions, evaluations,
+trainings), so they agree on the formats a SQLite tool sees:
+- JSON columns hold any value, an object JSON cannot carry by its repr, so that an odd
+  value in settings or a return value can never fail a write;
+- times are fixed-width UTC ISO 8601 (naive means UTC), so sorting the text sorts by time;
+- ids are ULIDs, found by the whole id or by a prefix people type, in any case, with `%`,
+  `_` and `\\` in the prefix matched as themselves.
+
+Connections, transactions and the spool stay in `store.py`: these helpers take an open
+connection and never commit.
+
+Why not sqlite-utils (which simonw/llm uses for this job): its `Table.insert`/`upsert`
+commit per call (`with conn:`) and create a table that is missing, while every write
+here is one explicit `BEGIN IMMEDIATE` transaction across several tables (a turn and the
+executions it links; an epoch and its actions), on autocommit connections that a failed
+write falls back from to the spool; foreign keys are set by subqueries in the INSERT
+(a spooled execution may arrive before its run), which its row dicts cannot say; and its
+JSON columns are written with `json.dumps` defaults, not the formats these tables have
+always had. What it would replace is the hundred lines below.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, overload
+
+from pydantic_core import to_jsonable_python
+
+from ..errors import LogStoreError
+
+# A prefix lookup returns at most this many rows: enough to name a few of the ids an
+# ambiguous prefix fits, and to tell one match from several.
+PREFIX_MATCHES = 6
+
+
+def to_json(value: Any, *, ascii_only: bool = False) -> str:
+    """JSON text of any value (an object JSON cannot carry becomes its repr)."""
+    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=ascii_only)
+
+
+def from_json(text: str | None, default: Any = None) -> Any:
+    """The value of a JSON column; `default` for NULL or empty text."""
+    return json.loads(text) if text else default
+
+
+@overload
+def to_iso(moment: datetime) -> str: ...
+@overload
+def to_iso(moment: None) -> None: ...
+def to_iso(moment: datetime | None) -> str | None:
+    """Fixed-width UTC ISO 8601 (microseconds), so the text sorts by time."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def now_iso() -> str:
+    return to_iso(datetime.now(UTC))
+
+
+def from_iso(text: str | None) -> datetime | None:
+    """The time of a nullable time column."""
+    return datetime.fromisoformat(text) if text else None
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern (with `ESCAPE '\\'`) for the ids that start with `prefix`."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def marks(values: Sequence[Any]) -> str:
+    """`?, ?, ?`: one placeholder per value, for `IN (...)`."""
+    return ", ".join("?" for _ in values)
+
+
+def named_marks(columns: Sequence[str]) -> str:
+    """`:a, :b`: the named placeholders of an INSERT that takes a row dict."""
+    return ", ".join(":" + column for column in columns)
+
+
+def rows_by_id(conn: sqlite3.Connection, select: str, wanted: str, *,
+               limit: int = PREFIX_MATCHES) -> list[Any]:
+    """The row whose id is `wanted` (upper case), or else the rows whose id starts with it,
+    in id order, at most `limit`. `select` is `SELECT ... FROM table`."""
+    exact = conn.execute(f"{select} WHERE id = ?", (wanted,)).fetchall()
+    if exact:
+        return exact
+    return conn.execute(f"{select} WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT ?",
+                        (like_prefix(wanted), limit)).fetchall()
+
+
+def shown_ids(ids: Sequence[str], shown: int = 5) -> str:
+    """The first ids an ambiguous prefix fits, for its error message."""
+    return ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
+
+
+def unreadable(what: str, exc: ValueError) -> LogStoreError:
+    """A row whose values do not parse (edited by hand, most likely)."""
+    return LogStoreError(f"{what} in the log database cannot be read: {exc}",
+                         fix="the row was probably edited by hand; fix or delete it")
