@@ -309,9 +309,9 @@ def test_a_run_that_catches_sigxcpu_still_ends_at_its_cpu_time(tier):
 
 
 DENIED_THEN_FORGED = r'''
-from runner.worker import guards
+from runner.worker.policy import refusals
 try:
-    guards.deny("a refusal the run then tries to take back")
+    refusals.deny("a refusal the run then tries to take back")
 except BaseException:
     pass
 ''' + FORGE + "os._exit(0)\n"

@@ -351,7 +351,7 @@ def test_what_a_library_iterator_yields_is_checked():
     anything); ranges and built-in containers keep their C iterators."""
     import os as os_module
 
-    from runner.worker.guards import Denied, Guards, Policy
+    from runner.worker.policy import Denied, Guards, Policy
 
     guards = Guards(Policy(["math"]))
     assert list(guards.getiter(map(abs, [-1, 2]))) == [1, 2]
@@ -1277,7 +1277,7 @@ def test_function_call_cannot_use_the_update_wrapper_escape(restricted, markers)
 
 
 def test_session_block_cannot_disable_the_guards_of_later_blocks(restricted):
-    # One block replaces runner.worker.guards.deny with a no-op (real builtins from the
+    # One block replaces the policy's deny with a no-op (real builtins from the
     # update_wrapper gadget); every later block of the session then runs unguarded.
     plant = (
         "import functools, json\n"
@@ -1288,7 +1288,7 @@ def test_session_block_cannot_disable_the_guards_of_later_blocks(restricted):
         "            box.append(value.get('__builtins__'))\n"
         "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
         "b = box.pop()\n"
-        "g = b.get('__import__')('runner.worker.guards', None, None, ['x'])\n"
+        "g = b.get('__import__')('runner.worker.policy.refusals', None, None, ['x'])\n"
         "b.get('setattr')(g, 'deny', lambda *a, **k: None)\n"
         "print('planted')\n"
     )

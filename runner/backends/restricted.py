@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..errors import ConfigurationError
 from ..packages import PACKAGE_REFUSED, PackageRequestError, installed_version, parse_requirements
 from ..types import ExecutionRequest, Status
-from ..worker.guards import DEFAULT_ALLOWED_MODULES
+from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
 from .worker_backend import Placement, Refusal, WorkerBackend
 from .worker_process import WorkerPool, WorkerProcess
 

@@ -39,14 +39,15 @@ def images_dir() -> Path:
 def _content_hash() -> str:
     digest = hashlib.sha256()
     worker = _PACKAGE_ROOT / "worker"
-    inputs = sorted(worker.glob("*.py"))
+    inputs = sorted(path for path in worker.rglob("*.py") if "__pycache__" not in path.parts)
     try:
         directory = images_dir()
         inputs += [directory / "sandbox" / "Dockerfile", directory / "sandbox" / "requirements.txt"]
     except BackendUnavailableError:
         pass
     for path in inputs:
-        digest.update(path.name.encode())
+        digest.update(str(path.relative_to(worker) if path.is_relative_to(worker)
+                          else path.name).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 

@@ -55,7 +55,7 @@ def main() -> None:
         except jail.JailError as exc:
             sys.stderr.write(f"runner worker: the restricted backend's jail: {exc}\n")
             raise SystemExit(3) from None
-        from .restricted import RestrictedExecutor
+        from .restricted_executor import RestrictedExecutor
 
         allowed = [name for name in args.allow.split(",") if name]
         restricted = RestrictedExecutor(allowed, layers=args.layers) if allowed \

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
 
+from .policy.names import LAZY_IMPORTS
 from .protocol import HEADER
 
 DENIED_EVENTS = (
@@ -42,18 +43,12 @@ DENIED_EVENTS = (
     "os.setxattr", "os.removexattr", "os.startfile", "os.add_dll_directory",
     "subprocess.", "pty.", "socket.", "ctypes.", "shutil.", "mmap.", "sys.settrace",
     "sys.setprofile", "sys._current_frames", "sys._current_exceptions", "code.__new__",
-    "function.__new__", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "signal.", "resource.setrlimit", "resource.prlimit", "fcntl.", "glob.", "sqlite3.",
     "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.",
     "nntplib.", "telnetlib.", "sys.addaudithook", "setopencode", "cpython.",
     "pickle.find_class", "shelve.", "dbm.", "tempfile.",
 )
-# Imports a library may make for the first time inside a child (the C code of allowed
-# modules loads these lazily), besides the modules the policy allows.
-LAZY_IMPORTS = ("time", "_strptime", "locale", "calendar", "unicodedata", "encodings",
-                "codecs", "copyreg", "numbers", "_datetime", "datetime", "math",
-                "_pydecimal", "decimal", "_decimal", "cmath", "_statistics", "_bisect",
-                "bisect", "_heapq", "heapq", "_random", "_sha512", "_sha2", "_json")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _readable: tuple[str, ...] | None = None
 
@@ -251,10 +246,11 @@ def build(*, report_fd: int, readable: tuple[str, ...], importable: tuple[str, .
         if event.startswith(denied_events):
             refuse(f"the restricted backend does not allow '{event}' (processes, files, "
                    "sockets, C libraries and the interpreter's internals are off limits)")
-        elif event == "compile" or event == "exec":
+        elif event == "compile" or event == "exec" or event == "function.__new__":
             if not compile_allowed():
-                refuse("running code from a string (compile, exec, eval) is not allowed in "
-                       "the restricted backend, whoever asks for it")
+                refuse("running code from a string (compile, exec, eval) or making functions "
+                       "from code objects is not allowed in the restricted backend, whoever "
+                       "asks for it")
         elif event == "import":
             name = args[0] if args else None
             if not import_allowed(name):

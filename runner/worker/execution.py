@@ -18,6 +18,7 @@ import dis
 from collections.abc import Callable
 from typing import Any
 
+from . import error_types
 from .tracebacks import USER_FILENAME, describe_exception, register_source
 from .values import to_json_value
 
@@ -35,12 +36,15 @@ def _defined_functions(namespace: dict[str, Any]) -> list[str]:
 def run_request(
     request: dict[str, Any],
     *,
-    compile_source: Callable[[ast.Module, str], Any],
+    compile_source: Callable[[ast.Module, str, dict[str, Any]], Any],
     namespace: dict[str, Any],
     refusal: type[BaseException],
+    execute: Callable[[Any, dict[str, Any]], None] = exec,
     refusals_recorded: Callable[[], list[str]] = list,
 ) -> dict[str, Any]:
-    """Execute a request; returns the outcome dict the parent judges."""
+    """Execute a request; returns the outcome dict the parent judges. `compile_source`
+    gets each source's tree, its file name, and the context it compiles in (every tree of
+    the request, and the namespace it will run in)."""
     sources = [(str(name), str(text)) for name, text in request.get("preamble") or ()]
     sources.append((str(request.get("filename") or USER_FILENAME), request["code"]))
     user_files = frozenset(name for name, _ in sources)
@@ -48,36 +52,39 @@ def run_request(
     def describe(exc: BaseException) -> dict[str, str]:
         return describe_exception(exc, user_files)
 
-    compiled = []
+    trees: list[tuple[str, ast.Module]] = []
     for filename, source in sources:
         if source.startswith("\ufeff"):  # a UTF-8 byte order mark, as plain Python accepts
             source = source[1:]
         register_source(source, filename)
         try:
-            tree = ast.parse(source, filename, "exec")
+            trees.append((filename, ast.parse(source, filename, "exec")))
         except SyntaxError as exc:
             return {"kind": "error", "error": describe(exc)}
         except ValueError as exc:  # e.g. a NUL byte in the source
-            return {"kind": "error", "error": {"type": "SyntaxError", "traceback": "",
+            return {"kind": "error", "error": {"type": error_types.SYNTAX_ERROR, "traceback": "",
                                                "message": f"{exc} (in {filename})"}}
+    context = {"trees": [tree for _, tree in trees], "namespace": namespace}
+    compiled = []
+    for filename, tree in trees:
         try:
-            compiled.append(compile_source(tree, filename))
+            compiled.append(compile_source(tree, filename, context))
         except Refused as exc:
-            return {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
+            return {"kind": "denied", "error": {"type": error_types.DENIED, "message": str(exc),
                                                 "traceback": ""}}
     outcome: dict[str, Any]
     try:
         for code in compiled[:-1]:
-            exec(code, namespace)
+            execute(code, namespace)
         call = request.get("call")
         before = dict(namespace) if call else {}  # only calls need to know what `code` added
-        exec(compiled[-1], namespace)
+        execute(compiled[-1], namespace)
         outcome = {"kind": "ok"}
         if call:
             own = {k: v for k, v in namespace.items() if before.get(k) is not v}
             outcome = _call(namespace, call, own)
     except refusal as exc:
-        outcome = {"kind": "denied", "error": {"type": "Denied", "message": str(exc),
+        outcome = {"kind": "denied", "error": {"type": error_types.DENIED, "message": str(exc),
                                                "traceback": ""}}
     except SystemExit as exc:
         code = exc.code if exc.code is None or (isinstance(exc.code, int)
@@ -89,7 +96,7 @@ def run_request(
             outcome["allocation_failed"] = True
     recorded = refusals_recorded()
     if recorded:  # the first refusal, even if user code caught it and went on
-        outcome = {"kind": "denied", "error": {"type": "Denied", "message": recorded[0],
+        outcome = {"kind": "denied", "error": {"type": error_types.DENIED, "message": recorded[0],
                                                "traceback": ""}}
     return outcome
 
@@ -121,7 +128,7 @@ def _call(namespace: dict[str, Any], call: dict[str, Any], own: dict[str, Any]
     if function is None or not callable(function):
         defined = _defined_functions(own)  # what this code defines, not the preamble
         return {"kind": "error", "error": {
-            "type": "FunctionNotDefined",
+            "type": error_types.FUNCTION_NOT_DEFINED,
             "message": f"the code does not define a function named {name!r}; it defines: "
                        + (", ".join(defined) if defined else "no functions"),
             "traceback": ""}}

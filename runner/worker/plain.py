@@ -72,7 +72,7 @@ class PlainExecutor:
     def new_namespace(self) -> dict[str, Any]:
         return {"__name__": "__main__", "__builtins__": builtins}
 
-    def _compile(self, tree: ast.Module, filename: str) -> Any:
+    def _compile(self, tree: ast.Module, filename: str, context: dict[str, Any]) -> Any:
         return compile(tree, filename, "exec")
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any], reporter: Reporter

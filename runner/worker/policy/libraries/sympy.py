@@ -1,15 +1,22 @@
-"""Close sympy's string-to-code paths inside the restricted worker.
+"""sympy (and the mpmath values it hands out): what the restricted policy allows of it.
 
-Almost every sympy function sympifies its arguments, and sympifying a string runs
-`eval` with the real builtins and the whole sympy namespace (`sympify("__import__('os')")`).
-`lambdify` (used by `nsolve` and friends) prints expressions to Python source and
-`exec`s it, so a symbol named like code becomes code. Refusing those entry points is
-not enough because they are reached from inside the library, so they are fixed where
-they evaluate: the generated source is compiled with the sandbox's RestrictedPython
-policy and runs with the sandbox's builtins and guards. `sympify("sqrt(8)")` keeps
-working; `sympify("__import__('os')")` is refused.
+Read row by row:
 
-Applied once in the worker, before any fork, so every child inherits it.
+- **Imports.** sympy is allowed as a curated set of subpackages (`SUBPACKAGES`), not the
+  whole tree: the tree also holds test suites, benchmark and timing helpers that compile
+  strings, code generators that write and build files, and an interactive layer.
+- **Refused modules** (`REFUSED_MODULES`): corners below allowed subpackages that run
+  code, start processes, write files or change global configuration.
+- **Value-only**: mpmath's numbers and functions may be held (nsolve's generated code
+  calls mpmath's cos), mpmath itself not imported and its classes not subclassed.
+- **Refused callables** (`refused`): what writes into the caller's namespace under a name
+  the caller chose, or calls an attribute the caller names.
+- **Patches** (`prepare`): sympy's string-to-code paths (parse_expr, lambdify, the monomial
+  code generator) run under the policy; printers, findroot and Function take only what
+  they need.
+- **Warm-up**: caches and lazy imports filled in the worker, so children start warm.
+
+Every sink here has a row in policy.sinks.SINKS with the test that attacks it.
 """
 
 from __future__ import annotations
@@ -20,18 +27,59 @@ import functools
 import importlib
 import re
 import types
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from RestrictedPython.compile import compile_restricted_eval
+from ... import audit
+from ..guards import Guards
+from ..hooks import evaluate, run_module
+from ..refusals import deny
+from ..transformer import compile_user_code, compile_user_expression
+from . import Library
 
-from . import audit
-from .guards import Guards, SandboxTransformer, compile_user_code, deny, make_globals
+SUBPACKAGES: tuple[str, ...] = (
+    "sympy.abc", "sympy.algebras", "sympy.assumptions", "sympy.calculus",
+    "sympy.categories", "sympy.combinatorics", "sympy.concrete", "sympy.core",
+    "sympy.crypto", "sympy.diffgeom", "sympy.discrete", "sympy.functions", "sympy.geometry",
+    "sympy.holonomic", "sympy.integrals", "sympy.liealgebras", "sympy.logic",
+    "sympy.matrices", "sympy.multipledispatch", "sympy.ntheory", "sympy.parsing.sympy_parser",
+    "sympy.physics", "sympy.polys", "sympy.printing", "sympy.series", "sympy.sets",
+    "sympy.simplify", "sympy.solvers", "sympy.stats", "sympy.strategies", "sympy.tensor",
+    "sympy.unify", "sympy.vector", "sympy.utilities.decorator", "sympy.utilities.enumerative",
+    "sympy.utilities.exceptions", "sympy.utilities.iterables", "sympy.utilities.lambdify",
+    "sympy.utilities.memoization", "sympy.external.pythonmpq", "sympy.external.gmpy",
+)
+PACKAGES = frozenset({"sympy", "sympy.utilities", "sympy.parsing", "sympy.external"})
+REFUSED_MODULES: tuple[str, ...] = (
+    "sympy.core.cache",             # clear_cache/cacheit: the cache every sympy call shares
+    "sympy.printing.preview",       # runs LaTeX and viewers as processes
+    "sympy.printing.llvmjitcode",   # compiles and loads machine code
+    "sympy.printing.aesaracode",    # builds code for other libraries
+    "sympy.printing.theanocode",
+    "sympy.printing.tensorflow",
+    "sympy.physics.secondquant",    # evaluates strings with the real builtins
+    "sympy.polys.polyconfig",       # changes sympy's global configuration
+    "sympy.stats.sampling",         # imports numpy, scipy and pymc by name
+)
+VALUE_ONLY: tuple[str, ...] = ("mpmath.",)
 
 _LAMBDIFY_IMPORT_ROOTS = frozenset({"math", "cmath", "mpmath", "sympy", "numpy", "scipy"})
+_PRINT_METHOD = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
 
 
-class _Sanitizer:
+def refused() -> Iterable[tuple[Any, str]]:
+    """sympy's callables refused outright, with the reason the user is told."""
+    symbol = importlib.import_module("sympy.core.symbol")
+    decorators = importlib.import_module("sympy.core.decorators")
+    writes = ("it writes into the caller's namespace under names of its choosing; write "
+              "`x, y = symbols('x y')` instead")
+    yield symbol.var, f"sympy's var(): {writes}"
+    calls = ("it calls an attribute the caller names on any object, which is how a policy "
+             "is walked around; sympy's own classes use it, user code needs it not")
+    yield decorators.call_highest_priority, f"sympy's call_highest_priority(): {calls}"
+
+
+class Sanitizer:
     """Filters namespaces that sympy evaluates generated code in.
 
     There is no "already sanitized" marker to trust: a marker is just a key, and user
@@ -45,11 +93,14 @@ class _Sanitizer:
         self.guards = guards
         self._safe: dict[int, Any] = {}
 
-    def filter(self, source: dict[str, Any]) -> dict[str, Any]:
-        """The names of `source` restricted code may see (no hooks, no builtins table)."""
+    def filter(self, source: Any) -> dict[str, Any]:
+        """The names of `source` restricted code may see (none starting with "_", no
+        builtins table)."""
         user_builtins = self.guards.builtins_table()
         namespace: dict[str, Any] = {}
-        for name, value in source.items():
+        if not isinstance(source, dict):
+            return namespace
+        for name, value in list(dict.items(source)):
             if type(name) is not str or name.startswith("_"):
                 continue
             if self._safe.get(id(value)) is value:
@@ -72,22 +123,21 @@ class _Sanitizer:
         for value in namespace.values():
             self._safe[id(value)] = value
 
-    def executable(self, source: dict[str, Any]) -> dict[str, Any]:
-        """A fresh dict to run restricted code in: filtered names plus hooks and builtins."""
-        namespace = self.filter(source)
-        namespace.update(make_globals(self.guards))
-        return namespace
-
 
 def _refuse_compile_errors(errors: Sequence[str], what: str) -> None:
     if errors:
         deny(f"{what} was refused by the restricted backend: {'; '.join(errors)}")
 
 
-def harden_parser(sanitizer: _Sanitizer) -> None:
+def harden_parser(guards: Guards, sanitizer: Sanitizer) -> None:
+    """parse_expr (and so sympify of strings) evaluates text with eval: here the text is
+    compiled under the policy and evaluated with the hooks as arguments, in a namespace
+    of the filtered global and local dicts (neither can shadow a hook: hooks are not
+    looked up by name)."""
     sympy_parser = importlib.import_module("sympy.parsing.sympy_parser")
     original_parse_expr = sympy_parser.parse_expr
     cache: dict[str, dict[str, Any]] = {}
+    compiled_here: set[int] = set()
 
     def default_globals() -> dict[str, Any]:
         if "default" not in cache:
@@ -106,30 +156,34 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
     def parse_expr(s: str, local_dict: Any = None, transformations: Any =
                    sympy_parser.standard_transformations, global_dict: Any = None,
                    evaluate: bool = True) -> Any:
-        # Transformations (which may be user functions) see only plain names: never the
-        # hooks or the builtins table, which exist only in eval_expr's private copy.
+        # Transformations (which may be user functions) see only plain names.
         global_dict = default_globals() if global_dict is None else global_dict
         return original_parse_expr(s, local_dict, transformations, global_dict, evaluate)
 
     def eval_expr(code: Any, local_dict: Any, global_dict: Any) -> Any:
         if isinstance(code, str):
             ast.parse(code, "<string>", "eval")  # text that is not an expression: SyntaxError
-            result = compile_restricted_eval(code, "<string>", policy=SandboxTransformer)
+            result = compile_user_expression(code)
             _refuse_compile_errors(result.errors, f"the expression {code!r}")
             code = result.code
         elif not isinstance(code, types.CodeType) or id(code) not in compiled_here:
             raise TypeError("eval_expr expects source text")
-        namespace = sanitizer.executable(global_dict if isinstance(global_dict, dict) else {})
-        return eval(code, namespace, local_dict)
-
-    compiled_here: set[int] = set()
+        namespace = sanitizer.filter(global_dict)
+        namespace.update(sanitizer.filter(local_dict))
+        namespace["__name__"] = "__main__"  # what it defines is the run's, as user code's is
+        return evaluate(code, namespace, guards)
 
     def compile_(source: Any, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
         # parse_expr(evaluate=False) compiles an AST it transformed itself.
-        text = source if isinstance(source, str) else ast.unparse(source)
-        result = compile_restricted_eval(text, filename, policy=SandboxTransformer) \
-            if mode == "eval" else compile_user_code(text, filename)
-        _refuse_compile_errors(result.errors, f"the expression {text!r}")
+        if mode == "eval":
+            tree = source if isinstance(source, ast.Expression) else \
+                ast.parse(source if isinstance(source, str) else ast.unparse(source), filename,
+                          "eval")
+            result = compile_user_expression(tree, filename)
+        else:
+            result = compile_user_code(source if isinstance(source, (str, ast.Module))
+                                       else ast.unparse(source), filename)
+        _refuse_compile_errors(result.errors, "an expression sympy built")
         compiled_here.add(id(result.code))
         return result.code
 
@@ -142,9 +196,9 @@ def harden_parser(sanitizer: _Sanitizer) -> None:
     setattr(sympy_parser, "parse_expr", parse_expr)
     setattr(sympy_parser, "eval_expr", eval_expr)
     setattr(sympy_parser, "compile", compile_)  # shadows the builtin in that module only
-    # The only places in a child that compile sympy's strings: they compile with the
-    # sandbox's policy, so the audit hook lets them (and nothing else in sympy) compile.
-    audit.SITES.trust(eval_expr, compile_)
+    # The only places in a child that compile sympy's strings, under the policy: the
+    # audit hook lets them (and nothing else in sympy) compile.
+    audit.SITES.trust(compile_, eval_expr)
     default_globals()  # built here, in the worker: a child never runs `from sympy import *`
     import sympy
 
@@ -160,7 +214,7 @@ def _public_path(path: str) -> list[str] | None:
     return parts
 
 
-def _run_import_lines(code: str, namespace: dict[str, Any]) -> None:
+def run_import_lines(code: str, namespace: dict[str, Any]) -> None:
     """The import lines lambdify assembles from its module tables (and from a printer's
     `module_imports`, which the user writes): `import M`, `from M import a, b` or `*`,
     and the fallback `a = M.a`. Each is parsed and carried out here, with public names
@@ -172,7 +226,6 @@ def _run_import_lines(code: str, namespace: dict[str, Any]) -> None:
         statements = ast.parse(code, "<lambdify import>", "exec").body
     except SyntaxError:
         deny(refusal)
-        return
     for statement in statements:
         if isinstance(statement, ast.Import) and all(
                 alias.asname is None and _public_path(alias.name) for alias in statement.names):
@@ -209,15 +262,15 @@ def _run_import_lines(code: str, namespace: dict[str, Any]) -> None:
             namespace[statement.targets[0].id] = value
         else:
             deny(refusal)
-            return
 
 
-def harden_lambdify(sanitizer: _Sanitizer) -> None:
+def harden_lambdify(guards: Guards, sanitizer: Sanitizer) -> None:
+    """lambdify prints an expression to Python source and execs it: the source is compiled
+    under the policy and run with the hooks as arguments, in a filtered namespace."""
     # Not `from sympy.utilities import lambdify`: that name is the function, which
     # shadows the module of the same name in the package namespace.
     lambdify_module = importlib.import_module("sympy.utilities.lambdify")
-
-    real_exec = builtins.exec
+    compiled_here: set[int] = set()
 
     def compile_(source: str, filename: str, mode: str, *args: Any, **kwargs: Any) -> Any:
         result = compile_user_code(source, filename)
@@ -225,26 +278,26 @@ def harden_lambdify(sanitizer: _Sanitizer) -> None:
         compiled_here.add(id(result.code))
         return result.code
 
-    compiled_here: set[int] = set()
-
     def exec_(code: Any, globals_: dict[str, Any], locals_: Any = None) -> None:
         if isinstance(code, str):
-            _run_import_lines(code, locals_ if isinstance(locals_, dict) else globals_)
+            run_import_lines(code, locals_ if isinstance(locals_, dict) else globals_)
             return
         if not isinstance(code, types.CodeType) or id(code) not in compiled_here:
             deny("lambdify tried to run code the restricted backend did not compile")
-        if globals_ is not None:
-            sanitized = sanitizer.executable(globals_)
-            globals_.clear()
-            globals_.update(sanitized)
-        real_exec(code, globals_, locals_)
+        sanitized = sanitizer.filter(globals_)
+        globals_.clear()
+        globals_.update(sanitized)
+        globals_["__name__"] = "__main__"  # the function it makes is the run's
+        before = set(globals_)
+        run_module(code, globals_, guards)
+        if isinstance(locals_, dict) and locals_ is not globals_:
+            # lambdify reads the function it made from the locals it passed in.
+            for name in set(globals_) - before:
+                locals_[name] = globals_[name]
 
     setattr(lambdify_module, "compile", compile_)  # module globals shadow the builtins
     setattr(lambdify_module, "exec", exec_)
     audit.SITES.trust(compile_, exec_)
-
-
-_PRINT_METHOD = re.compile(r"_[A-Za-z][A-Za-z0-9_]*")
 
 
 def _printmethod(printer: Any) -> Any:
@@ -316,7 +369,7 @@ _MONOMIAL_NODES = (ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Assi
 MAX_MONOMIAL_GENERATORS = 1000
 
 
-def _monomial_tree(code: str, name: str) -> ast.Module | None:
+def monomial_tree(code: str, name: str) -> ast.Module | None:
     """The parsed function if `code` is the kind MonomialOps generates, else None: one
     function `name`, no decorators or annotations, whose body only unpacks tuples and
     does arithmetic and comparisons on names like a0, b1, r2 (no attribute, call,
@@ -366,7 +419,7 @@ def harden_monomials() -> None:
 
     def _build(self: Any, code: Any, name: Any) -> Any:
         ngens = getattr(self, "ngens", None) if type(self) is monomial_ops else None
-        tree = _monomial_tree(code, name) \
+        tree = monomial_tree(code, name) \
             if type(code) is str and type(name) is str and type(ngens) is int \
             and 0 <= ngens <= MAX_MONOMIAL_GENERATORS else None
         if tree is None:
@@ -407,11 +460,36 @@ def harden_undefined_functions() -> None:
     setattr(undefined, "__new__", __new__)
 
 
-def harden_sympy(guards: Guards) -> None:
-    sanitizer = _Sanitizer(guards)
-    harden_parser(sanitizer)
-    harden_lambdify(sanitizer)
+def prepare(guards: Guards) -> None:
+    sanitizer = Sanitizer(guards)
+    harden_parser(guards, sanitizer)
+    harden_lambdify(guards, sanitizer)
     harden_printers()
     harden_findroot()
     harden_monomials()
     harden_undefined_functions()
+
+
+def warm_up() -> None:
+    """Fill sympy's caches and lazy imports once, so children do not pay for them."""
+    import sympy
+
+    # sympy.abc runs `exec("from sympy import *")` when first imported, which a child may
+    # not do: imported here, it is already loaded in every child.
+    importlib.import_module("sympy.abc")
+    x = sympy.Symbol("x")
+    sympy.solve(x**2 - 4, x)
+    sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
+    sympy.integrate(sympy.sin(x), x)
+    sympy.factorint(2**32 + 1)
+    sympy.Matrix([[1, 2], [3, 4]]).det()
+    sympy.N(sympy.pi, 20)
+    sympy.nsolve(x**2 - 2, x, 1)
+    sympy.latex(x**2 / 3)
+
+
+LIBRARY = Library(
+    root="sympy", subpackages=SUBPACKAGES, packages=PACKAGES,
+    refused_modules=REFUSED_MODULES, value_only=VALUE_ONLY, refused=refused,
+    prepare=prepare, warm_up=warm_up,
+)

@@ -1,9 +1,9 @@
-"""The restricted tier's executor: RestrictedPython compile, guarded namespace, confined child.
+"""The restricted tier's executor: user code compiled under the policy, in a confined child.
 
 Runs inside the forked child (see child.py). The worker builds one `RestrictedExecutor`
 before it splits into supervisor and forkserver, so the policy, the preloaded modules,
-the sympy hardening and the kernel confinement's prepared rules are inherited by every
-child for free.
+each library's patches and the kernel confinement's prepared rules are inherited by
+every child for free.
 
 `layers` other than "full" are test modes and nothing else: "hook" runs user code with the
 real builtins under the audit hook (code that escaped the policy), "kernel" with the real
@@ -19,7 +19,6 @@ import ast
 import builtins
 import contextlib
 import importlib
-import operator
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -28,30 +27,27 @@ from typing import Any
 from RestrictedPython import compile as restricted_compile
 
 from . import audit, privileges
-from . import guards as guard_module
 from .child import RESULT_FD, ChildConfig, Reporter, set_parent_death_signal
 from .confine import Confinement
 from .execution import Refused, run_request
-from .guards import (
+from .jail import NAMESPACE_NAMES
+from .policy import (
     DEFAULT_ALLOWED_MODULES,
-    REFUSED_MODULES,
+    LAZY_IMPORTS,
     REFUSED_PARTS,
     Denied,
     Guards,
     Policy,
+    clear_denials,
     compile_user_code,
-    make_globals,
+    new_namespace,
+    recorded_denials,
+    run_module,
+    set_announcer,
 )
-from .jail import NAMESPACE_NAMES
-
-# Real builtins and helpers that must never reach user code through some library attribute.
-_DANGEROUS_OBJECTS = (
-    builtins.getattr, builtins.setattr, builtins.delattr, builtins.eval, builtins.exec,
-    builtins.compile, builtins.open, builtins.__import__, builtins.globals, builtins.locals,
-    builtins.vars, builtins.breakpoint, builtins.input, operator.attrgetter,
-    operator.methodcaller, importlib.import_module,
-)
-
+from .policy import hooks as policy_hooks
+from .policy import transformer as policy_transformer
+from .policy.transformer import bound_names
 
 # full: policy + audit hook + kernel; hook: audit hook + kernel; kernel: kernel only.
 LAYERS = ("full", "hook", "kernel")
@@ -66,7 +62,6 @@ class RestrictedExecutor:
         if layers not in LAYERS:
             raise ValueError(f"layers must be one of {', '.join(LAYERS)}")
         self.policy = Policy(allowed_modules)
-        self.policy.deny_objects(_DANGEROUS_OBJECTS)
         self.guards = Guards(self.policy)
         self.layers = layers
         self.guarded = layers == "full"
@@ -78,9 +73,9 @@ class RestrictedExecutor:
         self.unprivileged = False
 
     def preload(self) -> list[str]:
-        """Import the allowed modules once, in the worker, and close sympy's eval paths.
-        (Inside the jail's namespaces, before its view is sealed: the host's tree is
-        still there to import from.)"""
+        """Import the allowed modules once, in the worker, apply each library's patches and
+        warm it up. (Inside the jail's namespaces, before its view is sealed: the host's
+        tree is still there to import from.)"""
         for name in self.policy.allowed:
             try:
                 importlib.import_module(name)
@@ -89,23 +84,29 @@ class RestrictedExecutor:
             self.preloaded.append(name)
         # What C code of the allowed modules imports lazily: loaded here, it needs no
         # file once the view is sealed.
-        for name in audit.LAZY_IMPORTS:
+        for name in sorted(LAZY_IMPORTS):
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
-        if "sympy" in self.preloaded:
-            from .sympy_hardening import harden_sympy
-
-            harden_sympy(self.guards)
-            self._warm_sympy()
+        self.policy.deny_library_objects()
+        for library in self.policy.libraries:
+            if library.root not in self.preloaded:
+                continue
+            if library.prepare is not None:
+                library.prepare(self.guards)
+            if library.warm_up is not None:
+                library.warm_up()
         return self.preloaded
 
     def prepare_children(self, readable: tuple[str, ...]) -> None:
         """Once the view is sealed: what every child inherits, built once here (the compile
         sites, the Landlock ruleset over `readable`, the seccomp template, the audit hook,
         the guarded builtins)."""
+        # Who may compile code, make functions from it and run it in a child: the
+        # policy's own ways in, trusted by the identity of their code.
         audit.SITES.trust(run_request)
         audit.SITES.allow_through(
-            RestrictedExecutor._compile, compile_user_code,
+            RestrictedExecutor._compile, RestrictedExecutor._execute, compile_user_code,
+            policy_transformer.compile_user_expression, run_module, policy_hooks.evaluate,
             restricted_compile.compile_restricted_exec,
             restricted_compile.compile_restricted_eval,
             restricted_compile._compile_restricted_mode)
@@ -116,36 +117,31 @@ class RestrictedExecutor:
                 report_fd=RESULT_FD, readable=readable,
                 importable=tuple(self.policy.exact) + self.policy.prefixes,
                 importable_prefixes=self.policy.prefixes,
-                refused_parts=REFUSED_MODULES + REFUSED_PARTS, refusal=Denied)
+                refused_parts=self.policy.refused_modules + REFUSED_PARTS, refusal=Denied)
         self.guards.builtins_table()  # built once here, shared copy-on-write by children
 
-    def _warm_sympy(self) -> None:
-        """Fill sympy's caches and lazy imports once, so children do not pay for them."""
-        import sympy
-
-        # sympy.abc runs `exec("from sympy import *")` when first imported, which a
-        # child may not do: imported here, it is already loaded in every child.
-        importlib.import_module("sympy.abc")
-        x = sympy.Symbol("x")
-        sympy.solve(x**2 - 4, x)
-        sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
-        sympy.integrate(sympy.sin(x), x)
-        sympy.factorint(2**32 + 1)
-        sympy.Matrix([[1, 2], [3, 4]]).det()
-        sympy.N(sympy.pi, 20)
-        sympy.nsolve(x**2 - 2, x, 1)
-        sympy.latex(x**2 / 3)
-
-    def _compile(self, tree: ast.Module, filename: str) -> Any:
+    def _compile(self, tree: ast.Module, filename: str, context: dict[str, Any]) -> Any:
         if not self.guarded:
             return compile(tree, filename, "exec")
-        compiled = compile_user_code(tree, filename)
+        # Names the run's namespace binds besides this code (earlier blocks, the other
+        # sources of the request): none of them is trusted to be the builtin it names.
+        bound_elsewhere = frozenset(context.get("namespace", ()))
+        for other in context.get("trees", ()):
+            if other is not tree:
+                bound_elsewhere |= bound_names(other)
+        compiled = compile_user_code(tree, filename, bound_elsewhere=bound_elsewhere)
         if compiled.errors:
             raise Refused("the restricted backend refused this code: "
                           + "; ".join(compiled.errors)
                           + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
                             "backend for unrestricted Python.")
         return compiled.code
+
+    def _execute(self, code: Any, namespace: dict[str, Any]) -> None:
+        if not self.guarded:
+            exec(code, namespace)
+            return
+        run_module(code, namespace, self.guards)
 
     def inherited_fds(self) -> tuple[int, ...]:
         """Descriptors children keep: the confinement's Landlock ruleset."""
@@ -154,7 +150,7 @@ class RestrictedExecutor:
     def new_namespace(self) -> dict[str, Any]:
         if not self.guarded:
             return {"__name__": "__main__", "__builtins__": builtins}
-        return make_globals(self.guards)
+        return new_namespace(self.guards)
 
     # Everything is in place before the request arrives (so none of it is on the run's
     # clock); the supervisor sets the limits, which a confined child may not set.
@@ -162,7 +158,7 @@ class RestrictedExecutor:
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """In the child, before its request (it already gave up every privilege): the
-        parent-death signal, the files (Landlock), the guards' way to announce refusals,
+        parent-death signal, the files (Landlock), the policy's way to announce refusals,
         the system calls (seccomp) and the audit hook (built in the worker: nothing of
         it is made where user code runs). The worker's own processes never execute
         requests, so they are never confined."""
@@ -171,7 +167,7 @@ class RestrictedExecutor:
         confinement = self._confinement or Confinement(audit.readable_roots())
         self.unprivileged = privileges.unprivileged()  # while prctl may still be asked
         self.landlock_abi = confinement.apply_files()
-        guard_module.set_announcer(reporter.denied)
+        set_announcer(reporter.denied)
         self.seccomp = confinement.apply_calls()
         if self._hook is not None:
             sys.addaudithook(self._hook)
@@ -183,9 +179,9 @@ class RestrictedExecutor:
         counts), and compiling and running code writes to some three hundred. Done here,
         it is off the run's clock whenever the child had a moment to get ready."""
         run_request({"code": "pass", "filename": "<warm-up>"}, compile_source=self._compile,
-                    namespace=self.new_namespace(), refusal=Denied,
-                    refusals_recorded=guard_module.recorded_denials)
-        guard_module.clear_denials()
+                    execute=self._execute, namespace=self.new_namespace(), refusal=Denied,
+                    refusals_recorded=recorded_denials)
+        clear_denials()
 
     def isolation(self) -> dict[str, Any]:
         """The layers confining this child (asked once it is set up, before its request)."""
@@ -196,6 +192,7 @@ class RestrictedExecutor:
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]:
-        guard_module.clear_denials()  # a session child runs many requests
-        return run_request(request, compile_source=self._compile, namespace=namespace,
-                           refusal=Denied, refusals_recorded=guard_module.recorded_denials)
+        clear_denials()  # a session child runs many requests
+        return run_request(request, compile_source=self._compile, execute=self._execute,
+                           namespace=namespace, refusal=Denied,
+                           refusals_recorded=recorded_denials)
