@@ -6,7 +6,8 @@ Targets (issue: foundation):
   the design: a bare fork + exit + wait of a sympy-loaded process, measured here (the
   jail in place); back to back is shown beside it
 - sympy snippet through Sandbox <= 1/10 of a fresh `python -c` importing sympy and solving
-- a CPU-bound loop through Sandbox <= 2x the same loop in plain CPython
+- a CPU-bound loop through Sandbox <= 2x the same loop in plain CPython; a loop of user
+  function and method calls and a sort with a user key are shown beside it
 
 Run: `make bench` (or `.venv/bin/python bench/bench_restricted.py [--runs N]`).
 Prints one line per benchmark and exits non-zero if a target is missed.
@@ -29,6 +30,13 @@ from ratios import fork_floor_seconds, median_seconds, report
 PACE_S = 0.02
 SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
 CPU_LOOP = "total = 0\nfor i in range(1_000_000):\n    total += i * i % 7\nprint(total)\n"
+# User functions and methods (each checks its arguments as it starts), and a library
+# calling back into user code.
+CALL_LOOP = ("def step(a, b):\n    return (a * 31 + b) % 1009\n"
+             "class Acc:\n    def __init__(self):\n        self.v = 0\n"
+             "    def add(self, x):\n        self.v = step(self.v, x)\n"
+             "acc = Acc()\nfor i in range(200_000):\n    acc.add(i)\nprint(acc.v)\n")
+KEY_SORT = "values = [(i * 7919) % 10007 for i in range(100_000)]\nprint(sorted(values, key=lambda v: -v)[0])\n"
 
 
 def paced_by(action: Callable[[], object], pause_s: float) -> Callable[[], None]:
@@ -88,6 +96,12 @@ def main() -> int:
         loop_run = median_seconds(through(CPU_LOOP), max(5, args.runs // 4))
         loop_base = median_seconds(lambda: plain_exec(CPU_LOOP), max(5, args.runs // 4))
         rows.append(("cpu loop 1e6", loop_run, loop_base, 2.0, "plain CPython exec"))
+        for name, code in (("calls and methods 2e5", CALL_LOOP), ("sort with a lambda key 1e5", KEY_SORT)):
+            run = median_seconds(through(code), max(5, args.runs // 4))
+            base = median_seconds(lambda code=code: plain_exec(code), max(5, args.runs // 4))
+            # Shown, not a target: every attribute read, call result and argument of user
+            # code goes through the policy's hooks, which plain CPython does not have.
+            rows.append((name, run, base, None, "plain CPython exec"))
 
     missed = report(rows)
     return 1 if missed else 0

@@ -142,6 +142,12 @@ class ValueRule:
             refuse(f"{where} is not available in the restricted backend: {why}")
         if self._by_class.get(kind):
             return value
+        if kind is types.MethodType:
+            # A bound method belongs where its object belongs: an instance of a class
+            # already judged needs no second look.
+            owner = value.__self__
+            if not isinstance(owner, (type, types.ModuleType)) and self._by_class.get(type(owner)):
+                return value
         if kind is types.ModuleType or isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", "?")
             if not self.policy.module_allowed(name):

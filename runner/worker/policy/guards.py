@@ -146,20 +146,15 @@ class Guards:
             return value
         return self.values.check(value, "the result of a call")
 
-    def enter(self, *arguments: Any) -> tuple[Any, ...]:
-        """A user function's arguments as it starts (its parameters, `*args`, `**kwargs`
-        and defaults included), whoever called it: user code, or a library calling back
-        (a key function, a comparison, a printer method, `__exit__`). The same rule as a
-        call's result; a traceback (what `__exit__` receives) may be held, its attributes
-        stay refused."""
-        checked = []
-        check, plain = self.values.check, PLAIN_TYPES
-        for value in arguments:
-            if type(value) in plain or type(value) is types.TracebackType:
-                checked.append(value)
-            else:
-                checked.append(check(value, "an argument passed to a user function"))
-        return tuple(checked)
+    def enter(self, value: Any) -> Any:
+        """An argument of a user function as it starts (a parameter, `*args`, `**kwargs`,
+        a default), whoever called it: user code, or a library calling back (a key
+        function, a comparison, a printer method, `__exit__`). The same rule as a call's
+        result (plain values never get here); a traceback (what `__exit__` receives) may be
+        held, its attributes stay refused."""
+        if type(value) is types.TracebackType:
+            return value
+        return self.values.check(value, "an argument passed to a user function")
 
     def check_lambda_arguments(self, *arguments: Any) -> None:
         """A lambda's arguments: checked like a function's, but a lambda has nowhere to

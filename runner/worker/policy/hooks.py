@@ -17,6 +17,7 @@ from typing import Any
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 
 from .builtins import MODULE_CODE_NAME, PrintToStdout
+from .checks import PLAIN_TYPES
 from .guards import Guards, inplacevar
 from .transformer import EXPRESSION_CODE_NAME, HOOK_NAMES
 
@@ -33,6 +34,7 @@ def hook_values(guards: Guards, namespace: dict[str, Any]) -> tuple[Any, ...]:
         "_annotation_": guards.annotation, "_enter_": guards.enter,
         "_lambda_": guards.check_lambda_arguments,
         "_import_star_": partial(guards.import_star, namespace), "__metaclass__": type,
+        "_type_": type, "_plain_": PLAIN_TYPES,
     }
     return tuple(values[name] for name in HOOK_NAMES)
 

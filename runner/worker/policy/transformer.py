@@ -44,6 +44,7 @@ HOOK_NAMES: tuple[str, ...] = (
     "_getattr_", "_getitem_", "_getiter_", "_iter_unpack_sequence_", "_unpack_sequence_",
     "_write_", "_print_", "_inplacevar_", "_inplace_attr_", "_inplace_item_", "_apply_",
     "_result_", "_annotation_", "_enter_", "_lambda_", "_import_star_", "__metaclass__",
+    "_type_", "_plain_",
 )
 EXPRESSION_CODE_NAME = "<expression>"
 
@@ -135,10 +136,17 @@ class SandboxTransformer(RestrictingNodeTransformer):
         if isinstance(new, ast.Lambda):
             names = _parameters(new.args)
             if names:
-                # `_lambda_(...)` checks and returns None: `None or body` is the body.
-                check = _call("_lambda_", [ast.Name(n, ast.Load()) for n in names], new)
+                # `(_lambda_(a, b) if any is not plain else None) or body`: `_lambda_`
+                # checks and returns None, and `None or body` is the body.
+                not_plain = [_not_plain(name) for name in names]
+                check = ast.IfExp(
+                    test=not_plain[0] if len(not_plain) == 1 else
+                    ast.BoolOp(op=ast.Or(), values=cast(list[ast.expr], not_plain)),
+                    body=_call("_lambda_", [ast.Name(n, ast.Load()) for n in names], new),
+                    orelse=ast.Constant(None))
                 new.body = ast.BoolOp(op=ast.Or(), values=[check, new.body])
                 copy_locations(new.body, node)
+                ast.fix_missing_locations(new)
         return new
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
@@ -194,22 +202,38 @@ class SandboxTransformer(RestrictingNodeTransformer):
         return new
 
 
+def _not_plain(name: str) -> ast.Compare:
+    """`_type_(name) not in _plain_`."""
+    return ast.Compare(
+        left=ast.Call(func=ast.Name("_type_", ast.Load()), args=[ast.Name(name, ast.Load())],
+                      keywords=[]),
+        ops=[ast.NotIn()], comparators=[ast.Name("_plain_", ast.Load())])
+
+
 def _check_entry(node: Any) -> Any:
-    """`(a, b, *args, **kw) = _enter_(a, b, args, kw)` first thing in the body (after the
-    docstring): the arguments as checked, stand-ins substituted."""
+    """First thing in the body (after the docstring), for each parameter `p` (`*args` and
+    `**kw` included): `if _type_(p) not in _plain_: p = _enter_(p)`. A plain value costs a
+    type test; anything else is checked, a stand-in substituted. (`_type_` and `_plain_`
+    are hooks like the others: the real `type` and the set of plain types, which user code
+    can neither name nor rebind.)"""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return node
     names = _parameters(node.args)
     if not names:
         return node
-    statement = ast.Assign(
-        targets=[ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())],
-        value=ast.Call(func=ast.Name("_enter_", ast.Load()),
-                       args=[ast.Name(n, ast.Load()) for n in names], keywords=[]))
+    checks: list[ast.stmt] = []
+    for name in names:
+        test = _not_plain(name)
+        assign = ast.Assign(targets=[ast.Name(name, ast.Store())],
+                            value=ast.Call(func=ast.Name("_enter_", ast.Load()),
+                                           args=[ast.Name(name, ast.Load())], keywords=[]))
+        checks.append(ast.If(test=test, body=[assign], orelse=[]))
     position = 1 if node.body and _is_docstring(node.body[0]) else 0
-    copy_locations(statement, node.body[position] if len(node.body) > position else node)
-    ast.fix_missing_locations(statement)
-    node.body.insert(position, statement)
+    like = node.body[position] if len(node.body) > position else node
+    for statement in checks:
+        copy_locations(statement, like)
+        ast.fix_missing_locations(statement)
+    node.body[position:position] = checks
     return node
 
 

@@ -1,0 +1,238 @@
+"""The restricted policy's generic mechanism: values checked where they enter user code,
+hooks out of reach of any namespace, and module semantics kept.
+
+Unit level where the point is the mechanism itself (the test process plays the library
+that calls back into user code, or the attacker who holds the run's namespace dict);
+through the Sandbox where the point is what model code sees.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import os
+
+import pytest
+import sympy
+
+from runner import Status
+from runner.worker.policy import (
+    HOOK_NAMES,
+    Denied,
+    Guards,
+    Policy,
+    compile_user_code,
+    new_namespace,
+    run_module,
+)
+
+
+@pytest.fixture(scope="module")
+def guards() -> Guards:
+    return Guards(Policy())
+
+
+def run(guards: Guards, code: str, namespace: dict | None = None) -> dict:
+    """Compile `code` under the policy and run it; its namespace."""
+    compiled = compile_user_code(code, "<code>")
+    assert not compiled.errors, compiled.errors
+    namespace = namespace if namespace is not None else new_namespace(guards)
+    run_module(compiled.code, namespace, guards)
+    return namespace
+
+
+# --- values entering user code, whoever calls -----------------------------------------
+
+USER_CODE = """
+def key(value):
+    return 0
+
+def combine(a, b=None, *rest, **named):
+    return 0
+
+class Item:
+    def __eq__(self, other):
+        return True
+    def __lt__(self, other):
+        return True
+    def __hash__(self):
+        return 1
+
+class Manager:
+    def __enter__(self):
+        return self
+    def __exit__(self, kind, value, traceback):
+        return True
+
+def generator(value):
+    yield value
+
+picky = lambda value: 0
+"""
+
+# How a library hands a value to a user function: each with a refused object (the os
+# module, which user code may never hold) as the value.
+CALLBACKS = {
+    "map": lambda ns, bad: list(map(ns["key"], [bad])),
+    "sorted key": lambda ns, bad: sorted([bad, bad], key=ns["key"]),
+    "lambda key": lambda ns, bad: sorted([bad, bad], key=ns["picky"]),
+    "filter": lambda ns, bad: list(filter(ns["key"], [bad])),
+    "functools.reduce": lambda ns, bad: functools.reduce(ns["combine"], [bad, bad]),
+    "*args": lambda ns, bad: ns["combine"](1, 2, bad),
+    "**kwargs": lambda ns, bad: ns["combine"](1, other=bad),
+    "default": lambda ns, bad: ns["combine"](bad),
+    "__eq__": lambda ns, bad: ns["Item"]() == bad,
+    "__lt__": lambda ns, bad: ns["Item"]() < bad,
+    "__eq__ from a container": lambda ns, bad: ns["Item"]() in [bad],
+    "generator": lambda ns, bad: next(ns["generator"](bad)),
+    "__exit__ value": lambda ns, bad: ns["Manager"]().__exit__(None, bad, None),
+    "sympy replace": lambda ns, bad: sympy.Symbol("x").replace(
+        lambda expression: True, lambda expression: ns["key"](bad)),
+}
+
+
+@pytest.mark.parametrize("route", list(CALLBACKS))
+def test_a_refused_value_cannot_enter_a_user_function(guards, route):
+    namespace = run(guards, USER_CODE)
+    with pytest.raises(Denied, match="argument passed to a (user function|lambda)"):
+        CALLBACKS[route](namespace, os)
+
+
+@pytest.mark.parametrize("route", list(CALLBACKS))
+def test_allowed_values_enter_user_functions_unchanged(guards, route):
+    namespace = run(guards, USER_CODE)
+    CALLBACKS[route](namespace, sympy.Symbol("y"))  # no refusal
+    CALLBACKS[route](namespace, 3)
+
+
+def test_exit_receives_the_exception_and_its_traceback(guards):
+    namespace = run(guards, USER_CODE + """
+seen = []
+class Catch:
+    def __enter__(self):
+        return self
+    def __exit__(self, kind, value, traceback):
+        seen.append((kind.__name__, str(value), traceback is not None))
+        return True
+with Catch():
+    raise ValueError("inside")
+""")
+    assert namespace["seen"] == [("ValueError", "inside", True)]
+
+
+def test_a_library_function_handed_to_a_lambda_is_refused_not_substituted(guards):
+    namespace = run(guards, "apply = lambda f: f\nkeep = lambda f: 0\n")
+    with pytest.raises(Denied, match="write a def instead"):
+        namespace["keep"](functools.wraps)
+
+
+def test_a_def_receives_the_guarded_stand_in(guards):
+    namespace = run(guards, "def take(f):\n    return f\n")
+    assert namespace["take"](functools.update_wrapper) is not functools.update_wrapper
+
+
+# --- the hooks are out of reach of every namespace --------------------------------------
+
+PROBES = """
+def read_private(obj):
+    return obj._private_state
+
+def walk(obj):
+    return getattr(obj, 'lower')
+
+def items(values):
+    return [value for value in values]
+"""
+
+
+def test_holding_the_namespace_dict_does_not_switch_the_policy_off(guards):
+    class Library:  # a library's object, with a private attribute
+        __module__ = "sympy.core.basic"
+        _private_state = "secret"
+
+    namespace = run(guards, PROBES)
+    # Whoever holds the run's namespace writes every hook name into it, and the real
+    # builtins: the code compiled before and after keeps its guards.
+    for name in HOOK_NAMES:
+        namespace[name] = (lambda *args, **kwargs: "hijacked")
+    namespace["__builtins__"] = builtins
+    with pytest.raises(Denied, match="_private_state"):
+        namespace["read_private"](Library())
+    with pytest.raises(Denied):
+        namespace["items"]([os])
+    run(guards, "def later(obj):\n    return obj._private_state\n", namespace)
+    with pytest.raises(Denied, match="_private_state"):
+        namespace["later"](Library())
+    assert namespace["__builtins__"] is guards.builtins_table()  # reset for every run
+
+
+def test_no_namespace_holds_a_hook(guards):
+    namespace = run(guards, PROBES + "x = 1\n")
+    assert not set(namespace) & set(HOOK_NAMES)
+    assert set(namespace) == {"__builtins__", "__name__", "read_private", "walk", "items", "x"}
+
+
+def test_user_code_cannot_name_a_hook(guards):
+    for name in HOOK_NAMES:
+        compiled = compile_user_code(f"{name} = 1\n", "<code>")
+        assert compiled.errors, name
+
+
+# --- module semantics under the hooks' function --------------------------------------
+
+MODULE_SEMANTICS = """
+from math import *
+global later
+total: int = 0
+for n in range(3):
+    total += n
+squares = [n * n for n in range(4)]
+if (size := len(squares)) > 2:
+    biggest = max(squares)
+try:
+    raise KeyError('k')
+except KeyError as problem:
+    caught = str(problem)
+class Point:
+    scale = 2
+    def double(self, value):
+        return value * self.scale
+def uses_global():
+    global counter
+    counter = 10
+uses_global()
+first, *tail = squares
+del n
+names = dir()
+print(total, squares, size, biggest, caught, Point().double(3), counter, tail, floor(2.5))
+"""
+
+
+def test_top_level_code_keeps_module_semantics(restricted):
+    r = restricted.run(MODULE_SEMANTICS)
+    assert r.status == Status.OK, r.error
+    assert r.stdout == "3 [0, 1, 4, 9] 4 9 'k' 6 10 [1, 4, 9] 2\n"
+
+
+def test_dir_at_the_top_lists_the_codes_names(restricted):
+    r = restricted.run("alpha = 1\ndef beta():\n    pass\nprint([n for n in dir() if n in ('alpha', 'beta')])")
+    assert r.status == Status.OK and r.stdout == "['alpha', 'beta']\n", r
+
+
+def test_names_carry_across_session_blocks(restricted):
+    with restricted.session() as session:
+        assert session.run("value = 41\ndef bump(v):\n    return v + 1\n").ok
+        r = session.run("print(bump(value))")
+    assert r.ok and r.stdout == "42\n", r
+
+
+def test_return_and_yield_at_the_top_are_syntax_errors(restricted):
+    for code in ("return 1", "yield 1", "x = 1\nif x:\n    return x"):
+        r = restricted.run(code)
+        assert r.status == Status.DENIED and "outside function" in r.error.message, (code, r)
+
+
+def test_a_traceback_names_the_module_as_usual(restricted):
+    r = restricted.run("x = 1\n1 / 0\n")
+    assert r.status == Status.ERROR
+    assert 'File "<code>", line 2, in <module>' in r.error.traceback, r.error.traceback
