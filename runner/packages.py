@@ -15,13 +15,8 @@ from importlib import metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from .worker.error_types import PACKAGE_UNAVAILABLE
-
-# The error type of a result whose packages were refused before anything ran (a name that
-# is not a plain requirement, a package the backend does not offer or allow) is
-# `error_types.PACKAGE_UNAVAILABLE`, the same on every backend. This older name is what the
-# backends still import; it goes once they import the error types themselves.
-PACKAGE_REFUSED = PACKAGE_UNAVAILABLE
+# (A result whose packages were refused before anything ran carries the error type
+# `error_types.PACKAGE_UNAVAILABLE`, the same on every backend.)
 
 MAX_REQUIREMENT_LENGTH = 200
 

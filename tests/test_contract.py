@@ -306,11 +306,11 @@ def test_a_request_that_is_not_json_is_refused_before_any_worker(sandbox):
 ])
 def test_a_package_that_is_not_a_plain_requirement_is_refused_alike(sandbox, requirement):
     from runner.agent.feedback import ErrorCode, observe
-    from runner.packages import PACKAGE_REFUSED
+    from runner.worker.error_types import PACKAGE_UNAVAILABLE
 
     r = sandbox.run("print('ran')", packages=[requirement])
     assert r.status == Status.DENIED and r.stdout == "", _describe(r)
-    assert r.error is not None and r.error.type == PACKAGE_REFUSED, _describe(r)
+    assert r.error is not None and r.error.type == PACKAGE_UNAVAILABLE, _describe(r)
     assert observe(r, label="the block").codes == [ErrorCode.PACKAGE_UNAVAILABLE]
 
 

@@ -3,7 +3,7 @@ of `runner.worker.error_types`, and the feedback code words every one of them as
 
 The scan reads the source (worker and host alike) for the places that name an error type:
 `ErrorInfo(type=...)`, an error dict `{"type": ..., "message"/"traceback": ...}`, the
-judge's `_fail(status, type, ...)` and a backend's `Refusal(status, type, ...)`. A new
+judge's `_fail(status, type, ...)` and a backend's `RequestRefused(status, type, ...)`. A new
 literal type that is not a constant fails here, and so does a constant whose feedback was
 never decided (the table below must cover them all).
 """
@@ -46,7 +46,14 @@ EXPECTED = {
 
 
 def _text(node: ast.expr | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+    """A literal type, or one named through the constants (`error_types.TIMEOUT`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "error_types":
+        value = getattr(error_types, node.attr, None)
+        return value if isinstance(value, str) else f"error_types.{node.attr} (undefined)"
+    return None
 
 
 def _named_types(tree: ast.AST) -> list[tuple[int, str]]:
@@ -59,7 +66,7 @@ def _named_types(tree: ast.AST) -> list[tuple[int, str]]:
             if name == "ErrorInfo":
                 found += [(node.lineno, text) for keyword in node.keywords
                           if keyword.arg == "type" and (text := _text(keyword.value))]
-            elif name in ("_fail", "Refusal") and len(node.args) >= 2 and (text := _text(node.args[1])):
+            elif name in ("_fail", "RequestRefused") and len(node.args) >= 2 and (text := _text(node.args[1])):
                 found.append((node.lineno, text))
         elif isinstance(node, ast.Dict):
             keys = {_text(key): value for key, value in zip(node.keys, node.values, strict=True)}

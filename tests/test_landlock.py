@@ -51,7 +51,7 @@ def test_a_confined_child_cannot_touch_the_host_even_with_real_builtins(tmp_path
 # ---------------------------------------------------------------------------------------
 # Review 4 (kernel layer): what a confined child holding the real builtins can still do.
 # Each test fails until the gap is closed. They confine a forked child exactly as
-# RestrictedExecutor.execute does (or run it through the zygote's own fork/kill path).
+# RestrictedExecutor.execute does (or run it through the worker's own fork/kill path).
 # ---------------------------------------------------------------------------------------
 
 import ctypes
@@ -271,7 +271,7 @@ def test_a_confined_child_cannot_execute_code_from_a_memfd():
 def test_confinement_on_older_kernels_still_blocks_signals_and_tcp(abi):
     # Signal scoping needs ABI 6 (Linux 6.12) and TCP rules ABI 4 (6.7): on Ubuntu 22.04
     # (5.15, ABI 1) or 24.04 (6.8, ABI 4) restrict() reports True, yet the child may kill
-    # the zygote (or, run by root, anything on the host) and connect anywhere.
+    # the worker (or, run by root, anything on the host) and connect anywhere.
     server, thread, received = _tcp_listener()
     port = server.getsockname()[1]
 
@@ -292,7 +292,7 @@ _LIMITS = Limits(timeout_s=10, memory_mb=256, max_open_files=64, max_file_size_m
                  max_processes=8, max_output_bytes=65536)
 
 
-def _zygote_run(tmp_path, code: str) -> dict:
+def _worker_run(tmp_path, code: str) -> dict:
     """Run `code` through the real worker with the real builtins and only the kernel
     layer (the restricted tier after an escape from the policy and the audit hook)."""
     os.environ[TEST_LAYERS_VARIABLE] = "1"
@@ -316,7 +316,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_no_process_started_by_a_run_outlives_it(tmp_path):
-    # The zygote kills the child's process group; a grandchild that called setsid() is not
+    # The supervisor kills the child's process group; a grandchild that called setsid() is not
     # in it, has no parent-death signal, and keeps running on the host after the run,
     # still able to use everything the tests above show open (UDP, the Docker socket...).
     code = """
@@ -341,7 +341,7 @@ if first == 0:
 os.close(w)
 RESULT = {"confined": CONFINED, "escapee": int(os.read(r, 32))}
 """
-    result = _zygote_run(tmp_path, code)
+    result = _worker_run(tmp_path, code)
     value = result.get("return_value") or {}
     escapee = value.get("escapee")
     assert value.get("confined") is True, result
@@ -375,7 +375,7 @@ RESULT = {"confined": CONFINED, "forked": len(children)}
 for pid in children:
     os.waitpid(pid, 0)
 """
-    result = _zygote_run(tmp_path, code)
+    result = _worker_run(tmp_path, code)
     value = result.get("return_value") or {}
     assert value.get("confined") is True, result
     assert value["forked"] < _LIMITS.max_processes, result

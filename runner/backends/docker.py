@@ -44,10 +44,10 @@ from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resol
 from ..docker.seccomp_profile import security_option
 from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
-from ..packages import PACKAGE_REFUSED, PackageRequestError, parse_requirements
+from ..packages import PackageRequestError, parse_requirements
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
-from ..worker import wire
-from .worker_backend import BackendSession, Placement, Refusal, WorkerBackend
+from ..worker import error_types, wire
+from .worker_backend import BackendSession, Placement, RequestRefused, WorkerBackend
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 SANDBOX_USER = "10001:10001"  # who user code runs as
@@ -225,7 +225,7 @@ def engine_down_result(exc: EngineUnavailableError, base: dict[str, Any]) -> Exe
     """A run that could not start because the engine does not answer: data, not an exception,
     since the Sandbox itself is fine and works again once the engine is back."""
     return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
-        type="EngineUnavailable", message=f"{exc.message}; the run did not start. Fix: {exc.fix}"))
+        type=error_types.ENGINE_UNAVAILABLE, message=f"{exc.message}; the run did not start. Fix: {exc.fix}"))
 
 
 class DockerSession(BackendSession):
@@ -336,11 +336,11 @@ class DockerBackend(WorkerBackend):
         try:
             requests = parse_requirements(request.packages)
         except PackageRequestError as exc:
-            raise Refusal(Status.DENIED, PACKAGE_REFUSED, str(exc)) from None
+            raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE, str(exc)) from None
         if self.package_allowlist is not None:
             refused = [r.name for r in requests if r.name not in self.package_allowlist]
             if refused:
-                raise Refusal(Status.DENIED, PACKAGE_REFUSED,
+                raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE,
                               f"package {', '.join(refused)} is not on this sandbox's allowlist "
                               f"({', '.join(sorted(self.package_allowlist))})")
         key = tuple(sorted(str(r) for r in requests))
@@ -350,7 +350,7 @@ class DockerBackend(WorkerBackend):
                 env = resolve(requests, image=self.image, image_id=self.image_id,
                               image_versions=self.image_versions() if requests else {})
             except InstallFailed as exc:
-                raise Refusal(Status.INSTALL_FAILED, "InstallFailed",
+                raise RequestRefused(Status.INSTALL_FAILED, error_types.INSTALL_FAILED,
                               f"installing {', '.join(key)} failed: {exc}") from None
             self._environments[key] = env
         return Placement(self._pool(env, Profile.of(request.limits)), env.versions)

@@ -12,10 +12,11 @@ import sys
 from collections.abc import Iterable
 
 from ..errors import ConfigurationError
-from ..packages import PACKAGE_REFUSED, PackageRequestError, installed_version, parse_requirements
+from ..packages import PackageRequestError, installed_version, parse_requirements
 from ..types import ExecutionRequest, Status
+from ..worker import error_types
 from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
-from .worker_backend import Placement, Refusal, WorkerBackend
+from .worker_backend import Placement, RequestRefused, WorkerBackend
 from .worker_process import WorkerPool, WorkerProcess
 
 # Fewer layers than "full" (real builtins under the audit hook and the kernel, or under
@@ -54,15 +55,15 @@ class RestrictedBackend(WorkerBackend):
         return Placement(self._pool, self._check_packages(request.packages))
 
     def _check_packages(self, requested: Iterable[str]) -> dict[str, str]:
-        """Versions of the requested packages; Refusal says why they cannot be had here."""
+        """Versions of the requested packages; RequestRefused says why they cannot be had here."""
         try:
             requests = parse_requirements(requested)
         except PackageRequestError as exc:
-            raise Refusal(Status.DENIED, PACKAGE_REFUSED, str(exc)) from None
+            raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE, str(exc)) from None
         versions: dict[str, str] = {}
 
-        def refuse(message: str) -> Refusal:
-            return Refusal(Status.DENIED, PACKAGE_REFUSED, message, versions)
+        def refuse(message: str) -> RequestRefused:
+            return RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE, message, versions)
 
         for request in requests:
             name = request.name

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
-from ..worker import wire
+from ..worker import error_types, wire
 from ..worker.protocol import ProtocolError, encode
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
@@ -31,7 +31,7 @@ class Placement:
     packages: dict[str, str]
 
 
-class Refusal(Exception):
+class RequestRefused(Exception):
     """A request refused before it reaches a worker; becomes a result with this status."""
 
     def __init__(self, status: Status, type_: str, message: str,
@@ -54,10 +54,10 @@ def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionR
         return ExecutionResult(**base, **fields)
     except ValidationError as exc:
         return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(
-            type="ProtocolError", message=f"the worker sent a malformed result: {exc}"))
+            type=error_types.PROTOCOL_ERROR, message=f"the worker sent a malformed result: {exc}"))
 
 
-def refused_result(refusal: Refusal, base: dict[str, Any]) -> ExecutionResult:
+def refused_result(refusal: RequestRefused, base: dict[str, Any]) -> ExecutionResult:
     return ExecutionResult(**{**base, "packages": refusal.packages}, status=refusal.status,
                            error=ErrorInfo(type=refusal.type, message=refusal.message))
 
@@ -66,13 +66,13 @@ def lost_result(exc: WorkerLost, base: dict[str, Any], started: float) -> Execut
     # The time is real (a wedged worker costs the whole outer deadline): budgets count it.
     return ExecutionResult(**base, status=Status.CRASHED,
                            duration_ms=int((time.monotonic() - started) * 1000),
-                           error=ErrorInfo(type="WorkerLost",
+                           error=ErrorInfo(type=error_types.WORKER_LOST,
                                            message=f"{exc}; the worker was replaced"))
 
 
 def unsendable_result(exc: Exception, base: dict[str, Any]) -> ExecutionResult:
     return ExecutionResult(**base, status=Status.INVALID_ARGS, error=ErrorInfo(
-        type="InvalidRequest", message=f"the request cannot be sent to the sandbox as JSON: {exc}"))
+        type=error_types.INVALID_REQUEST, message=f"the request cannot be sent to the sandbox as JSON: {exc}"))
 
 
 def _encodable(message: dict[str, Any]) -> None:
@@ -86,7 +86,7 @@ class WorkerBackend:
     name = "worker"
 
     def place(self, request: ExecutionRequest) -> Placement:
-        """The pool for this request; raises Refusal when it cannot run at all."""
+        """The pool for this request; raises RequestRefused when it cannot run at all."""
         raise NotImplementedError
 
     def pools(self) -> list[WorkerPool]:
@@ -104,7 +104,7 @@ class WorkerBackend:
         base = self.base_fields(request, run_id)
         try:
             placement = self.place(request)
-        except Refusal as refusal:
+        except RequestRefused as refusal:
             return refused_result(refusal, base)
         base["packages"] = placement.packages
         message = request.worker_message(run_id)
@@ -155,7 +155,7 @@ class BackendSession:
         try:
             if self._placement is None:
                 self._placement = self.backend.place(self.template)
-        except Refusal as refusal:
+        except RequestRefused as refusal:
             return refused_result(refusal, base), False
         base["packages"] = self._placement.packages
         message = request.worker_message(run_id, wire.SESSION_RUN)

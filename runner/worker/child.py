@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import privileges, seccomp, wire
+from . import error_types, privileges, seccomp, wire
 from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
@@ -139,7 +139,7 @@ class Reporter:
             self.frame({"kind": wire.REPORT, "outcome": outcome, wire.SEQ: seq})
         except (TypeError, ValueError, RecursionError, MemoryError) as exc:
             self.frame({"kind": wire.REPORT, wire.SEQ: seq, "outcome": {"kind": "error", "error": {
-                "type": "ResultError", "message": f"the result could not be returned: {exc}",
+                "type": error_types.RESULT_ERROR, "message": f"the result could not be returned: {exc}",
                 "traceback": ""}}})
 
 
@@ -439,7 +439,7 @@ def _run_one(executor: Executor, request: dict[str, Any], namespace: dict[str, A
             _leave_if_forked(me)
     except MemoryError:
         return {"kind": "error", "allocation_failed": True,
-                "error": {"type": "MemoryError", "message": "", "traceback": ""}}
+                "error": {"type": error_types.MEMORY_ERROR, "message": "", "traceback": ""}}
     except BaseException as exc:  # report it: the child must not die silently
         return {"kind": "internal", "error": {
             "type": type(exc).__name__, "message": safe_str(exc), "traceback": ""}}

@@ -23,10 +23,6 @@ from .tracebacks import USER_FILENAME, describe_exception, register_source
 from .values import to_json_value
 
 
-class Refused(Exception):
-    """The executor refused to compile or run something; the message says what."""
-
-
 def _defined_functions(namespace: dict[str, Any]) -> list[str]:
     return sorted(name for name, value in namespace.items()
                   if callable(value) and not name.startswith("_")
@@ -69,7 +65,7 @@ def run_request(
     for filename, tree in trees:
         try:
             compiled.append(compile_source(tree, filename, context))
-        except Refused as exc:
+        except refusal as exc:  # the executor's policy refused the code as written
             return {"kind": "denied", "error": {"type": error_types.DENIED, "message": str(exc),
                                                 "traceback": ""}}
     outcome: dict[str, Any]

@@ -11,7 +11,7 @@ import os
 import signal
 from typing import Any
 
-from . import wire
+from . import error_types, wire
 from .cgroup import oom_kills
 from .observe import Observation
 
@@ -41,7 +41,7 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
     status = seen.wait_status
     signum = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
     if seen.timed_out:
-        return _fail("timeout", "Timeout",
+        return _fail("timeout", error_types.TIMEOUT,
                      f"wall-clock time limit of {timeout_s:g} s exceeded; the run was killed",
                      -signal.SIGKILL)
     # SIGXCPU is the kernel's only when the run has used its CPU time (a run can send it
@@ -50,48 +50,48 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
     if seen.oom_kills_before is not None and (oom_kills() or 0) > seen.oom_kills_before:
         # The out-of-memory killer ended one of the run's processes (any of them, the child
         # or one it started): the run's processes together went past its memory.
-        return _fail("memory_limit", "MemoryError",
+        return _fail("memory_limit", error_types.MEMORY_ERROR,
                      f"memory limit of {limits['memory_mb']} MB exceeded by the run's processes "
                      "together; the kernel killed one", -signal.SIGKILL)
     if seen.cpu_exceeded:
-        return _fail("timeout", "Timeout", f"CPU time limit of {cpu_s:g} s exceeded by the run's "
+        return _fail("timeout", error_types.TIMEOUT, f"CPU time limit of {cpu_s:g} s exceeded by the run's "
                      "processes together; the run was killed", -signal.SIGKILL)
     if signum in (signal.SIGXCPU, signal.SIGKILL) and cpu_reached:
-        return _fail("timeout", "Timeout",
+        return _fail("timeout", error_types.TIMEOUT,
                      f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)
     if seen.cpu_ms > cpu_s * 1000 + CPU_GRACE_MS:
         # Finished, but past its CPU time (e.g. it caught SIGXCPU): the limit was exceeded.
-        return _fail("timeout", "Timeout", f"CPU time limit of {cpu_s:g} s exceeded "
+        return _fail("timeout", error_types.TIMEOUT, f"CPU time limit of {cpu_s:g} s exceeded "
                      f"({seen.cpu_ms} ms used)", None)
     if signum == signal.SIGKILL:
         # Killed by something other than the supervisor: the out-of-memory killer, if the
         # evidence says so; otherwise the run killed itself (or a process it started did).
         if _oom_killed(seen, limits):
-            return _fail("memory_limit", "MemoryError",
+            return _fail("memory_limit", error_types.MEMORY_ERROR,
                          f"memory limit of {limits['memory_mb']} MB exceeded; the run was killed",
                          -signum)
-        return _fail("crashed", "Crash", "the run was killed by SIGKILL (not by the runner)",
+        return _fail("crashed", error_types.CRASH, "the run was killed by SIGKILL (not by the runner)",
                      -signum)
     if signum is not None:
-        return _fail("crashed", "Crash",
+        return _fail("crashed", error_types.CRASH,
                      f"the run was terminated by signal {_signal_name(signum)}", -signum)
     if seen.denial is not None:
-        return _fail("denied", "Denied", seen.denial, 1)
+        return _fail("denied", error_types.DENIED, seen.denial, 1)
     if status is not None and os.WIFEXITED(status) and \
             os.WEXITSTATUS(status) == wire.CHANNEL_REPLACED_EXIT:
-        return _fail("crashed", "Crash", "the run closed or replaced its result channel, so its "
+        return _fail("crashed", error_types.CRASH, "the run closed or replaced its result channel, so its "
                      "outcome cannot be told (a run decides its output and return value, "
                      "never its status)", None)
     if seen.outcome is not None and seen.one_shot and status is not None \
             and os.WIFEXITED(status):
         # A one-shot child stops itself once its report is written (and is then killed by
         # the supervisor): one that ended by exiting was ended by the code it ran.
-        return _fail("crashed", "Crash", "the run exited by itself after a report was written "
+        return _fail("crashed", error_types.CRASH, "the run exited by itself after a report was written "
                      "on its result channel, so the report cannot be trusted (a run decides its "
                      "output and return value, never its status)", None)
     if seen.outcome is not None and (seen.trailing or seen.malformed):
         what = seen.trailing or f"something unreadable ({seen.malformed})"
-        return _fail("crashed", "Crash", f"the run wrote on its result channel: {what} came after "
+        return _fail("crashed", error_types.CRASH, f"the run wrote on its result channel: {what} came after "
                      "its report, so the report cannot be trusted (a run decides its output and "
                      "return value, never its status)", None)
     if seen.outcome is None:
@@ -99,7 +99,7 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
             else None
         why = (f"its result channel was unreadable ({seen.malformed})" if seen.malformed
                else "it ended without reporting a result")
-        return _fail("crashed", "Crash", f"the run crashed: {why} (exit status {exit_code})",
+        return _fail("crashed", error_types.CRASH, f"the run crashed: {why} (exit status {exit_code})",
                      exit_code)
     return judge_outcome(seen.outcome, limits)
 
@@ -151,7 +151,7 @@ def judge_outcome(outcome: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
                 "return_value": None}
     if kind == "error":
         error = _error(outcome)
-        if error["type"] == "MemoryError" and outcome.get("allocation_failed") is True:
+        if error["type"] == error_types.MEMORY_ERROR and outcome.get("allocation_failed") is True:
             error["message"] = (f"memory limit of {limits['memory_mb']} MB exceeded"
                                 + (f": {error['message']}" if error["message"] else ""))
             return {"status": "memory_limit", "exit_code": 1, "error": error,
@@ -159,7 +159,7 @@ def judge_outcome(outcome: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
         return {"status": "error", "exit_code": 1, "error": error, "return_value": None}
     message = _error(outcome)["message"] or "unknown failure"
     return {"status": "crashed", "exit_code": None,
-            "error": {"type": "WorkerError", "message": f"the worker failed: {message}",
+            "error": {"type": error_types.WORKER_ERROR, "message": f"the worker failed: {message}",
                       "traceback": ""},
             "return_value": None}
 

@@ -29,7 +29,7 @@ from RestrictedPython import compile as restricted_compile
 from . import audit, privileges
 from .child import RESULT_FD, ChildConfig, Reporter, set_parent_death_signal
 from .confine import Confinement
-from .execution import Refused, run_request
+from .execution import run_request
 from .jail import NAMESPACE_NAMES
 from .policy import (
     DEFAULT_ALLOWED_MODULES,
@@ -131,7 +131,7 @@ class RestrictedExecutor:
                 bound_elsewhere |= bound_names(other)
         compiled = compile_user_code(tree, filename, bound_elsewhere=bound_elsewhere)
         if compiled.errors:
-            raise Refused("the restricted backend refused this code: "
+            raise Denied("the restricted backend refused this code: "
                           + "; ".join(compiled.errors)
                           + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
                             "backend for unrestricted Python.")

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from typing import Any
 
-from . import wire
+from . import error_types, wire
 from .cgroup import memory_in_use
 from .child import (
     ChildConfig,
@@ -269,7 +269,7 @@ def _reap(pid: int) -> None:
 def _could_not_start(reason: str = "out of processes or memory on the host"
                      ) -> dict[str, Any]:
     return {"status": "crashed", "exit_code": None, "stdout": "", "stderr": "",
-            "error": {"type": "WorkerError", "traceback": "",
+            "error": {"type": error_types.WORKER_ERROR, "traceback": "",
                       "message": f"could not start the run: {reason}"}}
 
 
@@ -299,7 +299,7 @@ def _write_reply(fd: int, reply: dict[str, Any]) -> None:
     except ProtocolError as exc:  # e.g. an enormous return value
         write_message(fd, {"type": wire.RESULT, "id": reply.get("id"), "status": "crashed",
                            "exit_code": None, "stdout": "", "stderr": "",
-                           "error": {"type": "WorkerError", "traceback": "",
+                           "error": {"type": error_types.WORKER_ERROR, "traceback": "",
                                      "message": f"the result was too large to send: {exc}"}})
 
 

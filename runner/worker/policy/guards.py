@@ -347,7 +347,7 @@ class Guards:
             value = getattr(module, name)
             ok, checked = self.values.acceptable(value)
             # Refusing at use, not at import, keeps `import *` usable.
-            value = checked if ok else refusal(f"{module.__name__}.{name}")
+            value = checked if ok else refusing_stand_in(f"{module.__name__}.{name}")
             setattr(facade, name, value)
             exported.append(name)
         setattr(facade, "__all__", exported)
@@ -426,7 +426,7 @@ def _holds_text(value: Any, depth: int) -> bool:
     return isinstance(args, tuple) and any(_holds_text(arg, depth + 1) for arg in args)
 
 
-def refusal(qualified: str) -> Callable[..., Any]:
+def refusing_stand_in(qualified: str) -> Callable[..., Any]:
     """A stand-in that refuses when called (for names `import *` cannot hand out)."""
     def refused(*_args: Any, **_kwargs: Any) -> Any:
         deny(f"{qualified} is not available in the restricted backend (it can run arbitrary "
