@@ -3,6 +3,8 @@
 Targets (issue: Docker backend):
 - warm trivial run through Sandbox <= 1/10 of `docker exec CONTAINER python3 -c 'print(1)'`
   on the same image
+- warm trivial run, runs 20 ms apart, <= 1.5x the floor of the design: a bare fork + exit +
+  wait of a sympy-loaded process, measured here
 - sympy snippet through Sandbox <= 1/10 of `docker exec CONTAINER python3 -c <snippet>`
 - first run from a cold Sandbox (constructor to first result) <= 1.5x
   `docker run --rm IMAGE python3 -c <snippet>`
@@ -28,12 +30,13 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from ratios import median_seconds, report
+from ratios import fork_floor_seconds, median_seconds, paced_by, report
 
 SYMPY_SNIPPET = "from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 4, x))\n"
 PACKAGE = "tabulate"  # not in the image; the host's pip index has it
 PACKAGE_SNIPPET = f"import {PACKAGE}\nprint({PACKAGE}.__version__)\n"
 BENCH_LABEL = "org.runner.bench"
+PACE_S = 0.02  # an agent's runs come between model calls
 
 
 def docker(*args: str) -> str:
@@ -87,6 +90,12 @@ def main() -> int:
             trivial_base = median_seconds(lambda: docker_exec("print(1)"), max(10, args.runs // 2))
             rows.append(("warm trivial run", trivial, trivial_base, 1 / 10,
                          "docker exec python3 -c 'print(1)'"))
+            floor = fork_floor_seconds(args.runs * 3)
+            rows.append(("warm trivial run, back to back", trivial, floor, None,
+                         "bare fork+exit+wait of a sympy-loaded process"))
+            paced = median_seconds(paced_by(through("print(1)"), PACE_S), args.runs) - PACE_S
+            rows.append(("warm trivial run, 20 ms apart", paced, floor, 1.5,
+                         "bare fork+exit+wait of a sympy-loaded process"))
 
             sympy_run = median_seconds(through(SYMPY_SNIPPET), args.runs)
             sympy_base = median_seconds(lambda: docker_exec(SYMPY_SNIPPET), 5)

@@ -20,10 +20,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
-from ratios import fork_floor_seconds, median_seconds, report
+from ratios import fork_floor_seconds, median_seconds, paced_by, report
 
 # An agent's runs come between model calls: the spare child for the next run gets ready
 # in between. Back to back, every run also pays for forking and setting up the next.
@@ -37,13 +36,6 @@ CALL_LOOP = ("def step(a, b):\n    return (a * 31 + b) % 1009\n"
              "    def add(self, x):\n        self.v = step(self.v, x)\n"
              "acc = Acc()\nfor i in range(200_000):\n    acc.add(i)\nprint(acc.v)\n")
 KEY_SORT = "values = [(i * 7919) % 10007 for i in range(100_000)]\nprint(sorted(values, key=lambda v: -v)[0])\n"
-
-
-def paced_by(action: Callable[[], object], pause_s: float) -> Callable[[], None]:
-    def paced() -> None:
-        time.sleep(pause_s)
-        action()
-    return paced
 
 
 def fresh_python(code: str) -> None:

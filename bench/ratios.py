@@ -19,6 +19,14 @@ def median_seconds(action: Callable[[], object], runs: int) -> float:
     return statistics.median(samples)
 
 
+def paced_by(action: Callable[[], object], pause_s: float) -> Callable[[], None]:
+    """`action` after a pause (time a paced run's median, then subtract the pause)."""
+    def paced() -> None:
+        time.sleep(pause_s)
+        action()
+    return paced
+
+
 def fork_floor_seconds(runs: int) -> float:
     """The floor of a fork-per-run design on this machine: a bare fork + exit + wait of a
     process that has sympy loaded (this one, once it imported sympy)."""

@@ -128,6 +128,19 @@ def _state_of(pid: str) -> str:
     return state
 
 
+_SIGKILL_BIT = 1 << (9 - 1)
+
+
+def _killed(status: dict[bytes, bytes]) -> bool:
+    """SIGKILL is pending for the process (shared) or its thread (private)."""
+    try:
+        pending = int(status.get(b"ShdPnd", b"0").strip(), 16) | \
+            int(status.get(b"SigPnd", b"0").strip(), 16)
+    except ValueError:
+        return False
+    return bool(pending & _SIGKILL_BIT)
+
+
 def _processes_of(uid: int, me: int) -> dict[int, str]:
     """The processes of `uid` (but `me`) that are not gone, with their state."""
     found = {}
@@ -143,6 +156,10 @@ def _processes_of(uid: int, me: int) -> dict[int, str]:
         if real_uid != uid:
             continue
         state = _state_of(entry)
+        if state == RUNS and _killed(fields):
+            # SIGKILL is pending: the process runs no more user code (the kernel handles
+            # it before returning to user mode); it is tearing itself down.
+            state = EXITING
         if state != GONE:
             found[int(entry)] = state
     return found
