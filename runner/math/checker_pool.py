@@ -19,6 +19,15 @@ script again in every worker, which a script without an `if __name__ == "__main_
 guard cannot survive), lazily on the first comparison, all slots at once; each imports
 the checker's libraries itself, so the caller does not pay for them. An idle slot parses
 a few representative answers at a time until all are warm.
+
+Whether a process started is asked, never inferred. A process that cannot start says
+why (`checker_worker.started`, and `run` replies `unavailable`). pebble's
+BrokenProcessPool only says that a process ended while pebble knew of no task running
+on it: at its start, but equally while idle (killed from outside) or just as it took a
+task whose acknowledgement pebble had not read yet (a crash on that answer). So on that
+error the slot gets a new process and the caller waits for it to start: if it does, the
+request is answered (run there, or a `crashed` verdict if it was the one running); only
+a new process that cannot start either makes the checker unavailable.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import multiprocessing
 import os
 import queue
 import threading
-from concurrent.futures import wait
+from concurrent.futures import Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -36,7 +45,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from ..errors import RunnerError
 from . import checker_worker
-from .checker_worker import WARM_UP, CompareReply, CompareRequest
+from .checker_worker import UNAVAILABLE, WARM_UP, CompareReply, CompareRequest
 
 # Importing sympy and Math-Verify takes 1-2 s on an idle machine; allow for a busy one.
 START_TIMEOUT_S = 90.0
@@ -66,7 +75,26 @@ class _Slot:
         self.pool = ProcessPool(max_workers=1, initializer=checker_worker.initialize,
                                 initargs=(memory_mb,), context=_FORK)
         self._cold = list(WARM_UP)
-        self.warm_some()  # also starts the process now, so no caller waits for its imports
+        # The first task, which also starts the process now (no caller waits for its
+        # imports): whether it started, for `wait_ready`.
+        self.ready: Future[str | None]
+        try:
+            self.ready = self.pool.schedule(checker_worker.started)
+        except RuntimeError as exc:  # pebble could not fork it (BrokenProcessPool is one)
+            self.ready = Future()
+            self.ready.set_exception(exc)
+        self.warm_some()
+
+    def wait_ready(self) -> None:
+        """Wait until the process has started; CheckerUnavailableError if it does not."""
+        try:
+            failure = self.ready.result(timeout=START_TIMEOUT_S)
+        except TimeoutError:
+            raise _not_started("it stalled before it was ready") from None
+        except Exception:  # BrokenProcessPool, ProcessExpired: it ended before answering
+            raise _not_started("the process ended before it was ready") from None
+        if failure is not None:
+            raise _not_started(failure)
 
     def warm_some(self) -> None:
         """Queue the next few warm-up forms; a request queued after them waits for them."""
@@ -106,12 +134,22 @@ class CheckerPool:
         self.replacements = 0  # how many workers were killed and replaced (for tests, benches)
 
     def compare(self, request: CompareRequest, hard_timeout_s: float) -> CompareReply | Failure:
+        """The worker's reply, or a Failure (timeout, crash, error); CheckerUnavailableError
+        only when a new worker process cannot start, or the pool is closed."""
         slot = self._borrow()
         try:
             future = slot.pool.schedule(checker_worker.run, args=(request,), timeout=hard_timeout_s)
-        except RuntimeError:  # the pool broke before this request: its process did not start
-            self._replace(slot, counted=False)
-            raise _not_started("the process ended before it was ready") from None
+        except RuntimeError:
+            # The pool broke before this request: its process ended with no task pebble
+            # knew of, at its start or later (see the module's docstring). The request
+            # runs on a new process, if one starts.
+            slot = self._renew(slot, counted=False)
+            try:
+                future = slot.pool.schedule(checker_worker.run, args=(request,),
+                                            timeout=hard_timeout_s)
+            except RuntimeError:
+                self._replace(slot, counted=False)
+                raise _not_started("the process ended before it was ready") from None
         # pebble's deadline counts from when the worker takes the request; this one also
         # covers a worker that never gets that far (it cannot start).
         wait([future], timeout=START_TIMEOUT_S + hard_timeout_s)
@@ -119,9 +157,11 @@ class CheckerPool:
             self._replace(slot, counted=False)
             raise _not_started("it stalled before it was ready")
         error = future.exception()
-        if isinstance(error, BrokenProcessPool):  # the process died before its first request
-            self._replace(slot, counted=False)
-            raise _not_started("the process ended before it was ready")
+        if isinstance(error, BrokenProcessPool):
+            # The process ended and pebble knew of no task on it: it did not start, or it
+            # ended as it took this request. A new process tells which.
+            self._release(self._renew(slot, counted=True))
+            return Failure("crashed", "the checker process ended as it took this answer")
         if isinstance(error, TimeoutError):
             self._replaced_by_pebble(slot)
             return Failure("timeout", f"the comparison took longer than {hard_timeout_s:g} s "
@@ -130,10 +170,16 @@ class CheckerPool:
             self._replaced_by_pebble(slot)
             return Failure("crashed", "the checker process crashed on this answer "
                                       f"(exit status {error.exitcode})")
-        if error is not None:  # raised on our side of pebble: a bug here, not an answer
-            self._release(slot)
-            raise error
+        if error is not None:
+            # `run` answers for whatever goes wrong in a comparison: this escaped it (or
+            # pebble could not carry the reply). Not the caller's to handle, and this
+            # process is not trusted again.
+            self._replace(slot, counted=True)
+            return Failure("error", f"the checker process failed: {type(error).__name__}")
         reply = future.result()
+        if reply.rule == UNAVAILABLE:  # the process could not start, and says why
+            self._replace(slot, counted=False)
+            raise _not_started(reply.reason)
         if reply.retire:  # whatever state it is in, this process is not trusted again
             self._replace(slot, counted=True)
         else:
@@ -204,13 +250,40 @@ class CheckerPool:
         slot.stop()
         self._add_slot()
 
+    def _renew(self, slot: _Slot, *, counted: bool) -> _Slot:
+        """Replace `slot` by a new process and wait for it to start: the new slot, still
+        borrowed by the caller. CheckerUnavailableError if it does not start (a fresh
+        slot then waits for the next caller, which tries again)."""
+        with self._lock:
+            self._slots.discard(slot)
+            if counted:
+                self.replacements += 1
+        slot.stop()
+        fresh = _Slot(self.memory_mb)
+        try:
+            fresh.wait_ready()
+        except CheckerUnavailableError:
+            fresh.stop()
+            self._add_slot()
+            raise
+        with self._lock:
+            if not self._closed:
+                self._slots.add(fresh)
+                return fresh
+        fresh.stop()
+        raise _closed()
+
 
 def _closed() -> CheckerUnavailableError:
     return CheckerUnavailableError("the answer checker was closed", fix="create a new Checker")
 
 
 def _not_started(why: str) -> CheckerUnavailableError:
+    if why.startswith("MemoryError"):
+        fix = "give the checker more memory: Checker(memory_mb=...)"
+    else:
+        fix = ("install the checker's dependencies: pip install 'math-verify[antlr4_13_2]' "
+               "(`python -c 'from runner.math.checker_worker import main; main()'` shows "
+               "the error)")
     return CheckerUnavailableError(
-        f"the answer checker's worker process did not start ({why})",
-        fix="install the checker's dependencies: pip install 'math-verify[antlr4_13_2]' "
-            "(`python -c 'from runner.math.checker_worker import main; main()'` shows the error)")
+        f"the answer checker's worker process did not start ({why})", fix=fix)

@@ -9,6 +9,16 @@ code at the request's soft deadline, and an address-space limit turns runaway al
 (`10^{10^{10}}`) into a MemoryError. What a long C call or a crash escapes, the host
 handles: it kills the process at the hard deadline and starts another.
 
+The process is forked from the host, so it starts with the host's whole address space
+mapped (other threads' stacks, malloc arenas, a Ray driver's object store: gigabytes that
+are not the worker's own and mostly not even backed by memory). The address-space limit
+is therefore what the worker may add to what it inherited, not a total, which a large
+host would exceed before the worker's first import.
+
+A process that cannot start (the libraries do not import, or the limit is too small for
+them) does not end: it says why, to `started` (the host's probe) and to every `run`,
+where pebble would have ended it with the reason sent nowhere.
+
 `main()` does the same imports and first comparison in the foreground and prints the
 library versions, or the error that stops them (`python -c 'from runner.math.checker_worker
 import main; main()'`).
@@ -37,6 +47,12 @@ from .normalize import (
 
 # Parsed forms are shown to people, not re-parsed: a bounded excerpt is enough.
 MAX_PARSED_CHARS = 300
+# The rule of a reply from a process that could not start (its reason says why).
+UNAVAILABLE = "unavailable"
+_MIB = 1024 * 1024
+
+# Why this process could not start (set by `initialize`), or None.
+_start_failure: str | None = None
 
 
 class CompareRequest(BaseModel):
@@ -168,13 +184,27 @@ def compare(request: CompareRequest) -> CompareReply:
 
 def run(request: CompareRequest) -> CompareReply:
     """Compare under the soft time limit; what interrupts the comparison is a verdict too."""
-    signal.setitimer(signal.ITIMER_REAL, request.soft_timeout_s)
+    if _start_failure is not None:
+        return CompareReply(id=request.id, equal=False, rule=UNAVAILABLE, retire=True,
+                            reason=_start_failure)
+    # The timer may fire anywhere up to the moment it is disarmed, an except clause or the
+    # `finally` included: the outer handler catches it wherever it lands.
     try:
-        return compare(request)
+        signal.setitimer(signal.ITIMER_REAL, request.soft_timeout_s)
+        try:
+            return _compare_guarded(request)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except SoftTimeout:
         return CompareReply(id=request.id, equal=False, rule="timeout", retire=True,
                             reason=f"the symbolic check took longer than "
                                    f"{request.soft_timeout_s:g} s")
+
+
+def _compare_guarded(request: CompareRequest) -> CompareReply:
+    """`compare`, with what goes wrong inside it as a reply (a SoftTimeout passes through)."""
+    try:
+        return compare(request)
     except MemoryError:
         return CompareReply(id=request.id, equal=False, rule="error", retire=True,
                             reason="the symbolic check ran out of memory")
@@ -184,8 +214,6 @@ def run(request: CompareRequest) -> CompareReply:
     except Exception as exc:
         return CompareReply(id=request.id, equal=False, rule="error",
                             reason=f"the symbolic check failed: {type(exc).__name__}")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 # Representative answer forms. ANTLR builds its parsing automaton lazily, so the first
@@ -212,20 +240,52 @@ WARM_UP = (
 def warm(forms: tuple[str, ...]) -> None:
     """Parse representative answers (best effort, two seconds each), so that later requests
     of those shapes find the parser's automaton built."""
+    if _start_failure is not None:
+        return
     for form in forms:
-        signal.setitimer(signal.ITIMER_REAL, 2.0)
-        try:
-            with contextlib.suppress(SoftTimeout, Exception):
-                _parse(form)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+        # As in `run`: a timer that fires after the parse, before it is disarmed, is caught.
+        with contextlib.suppress(SoftTimeout):
+            signal.setitimer(signal.ITIMER_REAL, 2.0)
+            try:
+                with contextlib.suppress(Exception):
+                    _parse(form)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def started() -> str | None:
+    """Why this process could not start, or None: it is ready (the host's probe)."""
+    return _start_failure
+
+
+def _address_space_bytes() -> int:
+    """This process's virtual size now (0 where /proc cannot say)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[0])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _limit_address_space(memory_mb: int) -> int:
+    """Let this process map `memory_mb` more than it has now (what it inherited from the
+    host it was forked from), within any hard limit it was given; returns the size it
+    inherited. Soft limit only, so that a process that cannot start can lift it to say so
+    (the limit is against runaway answers, not against this code)."""
+    inherited = _address_space_bytes()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = inherited + memory_mb * _MIB
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return inherited
 
 
 def initialize(memory_mb: int) -> None:
-    """Set up a fresh checker process before its first request."""
-    if memory_mb > 0:
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    """Set up a fresh checker process before its first request. Never raises: a failure
+    is kept in `_start_failure` for `started` and `run` to report."""
+    global _start_failure
     signal.signal(signal.SIGALRM, _on_alarm)
     # The host stops a worker with SIGTERM at the hard deadline, often while it is inside a
     # long C call, where a Python-level handler would not run until the call returns: the
@@ -238,8 +298,27 @@ def initialize(memory_mb: int) -> None:
     os.dup2(quiet, 2)
     os.close(quiet)
     logging.disable(logging.CRITICAL)  # Math-Verify logs every timeout and parse failure
-    # Warm the parser and the comparison paths, so the first real request is fast.
-    compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
+    inherited = 0
+    try:
+        if memory_mb > 0:
+            inherited = _limit_address_space(memory_mb)
+        # Import, and warm the parser and the comparison paths, so the first request is fast.
+        compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
+    except BaseException as exc:  # whatever stops the start is the reason
+        if memory_mb > 0:  # room to report it in
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        _start_failure = _start_failure_reason(exc, memory_mb, inherited)
+
+
+def _start_failure_reason(exc: BaseException, memory_mb: int, inherited: int) -> str:
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    reason = reason[:600]
+    if isinstance(exc, MemoryError) and memory_mb > 0:
+        reason += (f" (out of address space: the memory limit lets a worker map {memory_mb} MB "
+                   f"beyond the {inherited // _MIB} MB it inherited)")
+    return reason
 
 
 def versions() -> dict[str, str]:
