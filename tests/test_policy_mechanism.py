@@ -236,3 +236,74 @@ def test_a_traceback_names_the_module_as_usual(restricted):
     r = restricted.run("x = 1\n1 / 0\n")
     assert r.status == Status.ERROR
     assert 'File "<code>", line 2, in <module>' in r.error.traceback, r.error.traceback
+
+
+# --- values the interpreter hands to user code without a call in the code ------------
+
+def test_what_a_decorator_returns_is_checked(guards):
+    namespace = new_namespace(guards)
+    namespace["library_decorator"] = lambda function: os  # a library returning a refused value
+    with pytest.raises(Denied, match="result of a call"):
+        run(guards, "@library_decorator\ndef f():\n    pass\n", namespace)
+
+
+def test_what_enter_returns_is_checked(guards):
+    class LibraryContext:  # a library's context manager handing out a refused value
+        def __enter__(self):
+            return os
+
+        def __exit__(self, *details):
+            return False
+
+    namespace = new_namespace(guards)
+    namespace["context"] = LibraryContext()
+    with pytest.raises(Denied, match="result of a call"):
+        run(guards, "with context as value:\n    pass\n", namespace)
+    run(guards, "with context:\n    entered = True\n", namespace)  # no `as`: nothing handed over
+    assert namespace["entered"] is True
+
+
+def test_what_is_sent_into_a_generator_is_checked(guards):
+    namespace = run(guards, "def receiver():\n    got = yield 1\n    yield got\n")
+    generator = namespace["receiver"]()
+    next(generator)
+    with pytest.raises(Denied, match="result of a call"):
+        generator.send(os)  # a library sending into the user's generator
+
+
+@pytest.mark.parametrize("code", [
+    "class W:\n    pass\nW.__neg__ = library_callable\n",
+    "class W:\n    pass\nsetattr(W, '__neg__', library_callable)\n",
+    "class W:\n    pass\nW.__enter__ = staticmethod(library_callable)\n",
+])
+def test_a_special_method_is_the_users_own_code(guards, code):
+    namespace = new_namespace(guards)
+    namespace["library_callable"] = functools.partial(print, "x")
+    with pytest.raises(Denied, match="special method|__neg__|__enter__"):
+        run(guards, code, namespace)
+
+
+def test_special_methods_defined_in_the_code_work(guards):
+    namespace = run(guards, "class W:\n    def __neg__(self):\n        return 'negated'\n"
+                            "def plus(self, other):\n    return 'plus'\nW.__add__ = plus\n"
+                            "result = (-W(), W() + 1)\n")
+    assert namespace["result"] == ("negated", "plus")
+
+
+def test_no_class_derives_from_a_metaclass(guards):
+    namespace = new_namespace(guards)
+    namespace["real_type"] = type  # as if a library had handed it out
+    with pytest.raises(Denied, match="metaclass"):
+        run(guards, "class M(real_type):\n    pass\n", namespace)
+
+
+def test_a_bound_method_is_judged_by_its_function_too(guards):
+    import ast as ast_module
+
+    class Library:  # an allowed library's class whose method comes from a refused module
+        __module__ = "sympy.parsing.sympy_parser"
+        generic_visit = ast_module.NodeVisitor.generic_visit
+
+    namespace = run(guards, "def take(method):\n    return method\n")
+    with pytest.raises(Denied, match="method from 'ast'"):
+        namespace["take"](Library().generic_visit)

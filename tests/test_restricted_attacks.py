@@ -1,4 +1,9 @@
-"""Attacks on the restricted tier, and legitimate code that must not be caught by them.
+"""Attacks on the restricted tier's generic mechanism, and legitimate code that must not be
+caught by them, grouped by the mechanism each one tests.
+
+Attacks on library sinks (sympy's parsers, lambdify, printers, class factories,
+functools.update_wrapper, str.format, namedtuple, ...) are in tests/test_policy_sinks.py,
+one test per row of runner/worker/policy/sinks.py; it shares the helpers here.
 
 Every attack goes through `attack()`, which also checks that the same sandbox still
 serves a normal run afterwards. Denials must name what was refused. Attacks that would
@@ -88,7 +93,12 @@ def _payload(markers: Path) -> str:
     return f"__import__('os').system('touch {m1}') + __import__('builtins').open('{m2}', 'w').write('x')"
 
 
-# --- allowed imports ---------------------------------------------------------------------
+def _os_system_source(marker: Path) -> str:
+    """Unrestricted Python (an expression) that creates `marker` through os.system."""
+    return f"__import__('os').system('touch {marker}')"
+
+
+# --- imports -----------------------------------------------------------------------------
 
 ALLOWED = [
     ("import math\nprint(math.sqrt(16), math.factorial(5))", "4.0 120\n"),
@@ -130,8 +140,6 @@ def test_allowed_imports_work(restricted, code, stdout):
     assert_ok(attack(restricted, code), stdout)
 
 
-# --- denied imports ----------------------------------------------------------------------
-
 DENIED_MODULES = [
     "os", "sys", "subprocess", "importlib", "ctypes", "pickle", "string", "socket", "builtins",
     "shutil", "pathlib", "io", "warnings", "inspect", "gc", "threading", "multiprocessing",
@@ -156,14 +164,33 @@ def test_denied_import_names_module_and_lists_allowed(restricted, module):
         ("from os.path import join", ("os", "os.path")),
         ("import sys as s", ("sys",)),
         ("import math, os", ("os",)),
-        ("__import__('os')", ("__import__",)),
         ("from . import x", ("relative", "from .", "'.'", '"."')),
         ("from .sibling import y", ("relative", "sibling", ".sibling")),
     ],
-    ids=["from-os", "os.path", "from-os.path", "import-as", "second-of-two", "__import__", "rel", "rel-sub"],
+    ids=["from-os", "os.path", "from-os.path", "import-as", "second-of-two", "rel", "rel-sub"],
 )
 def test_other_denied_import_forms(restricted, code, names):
     assert_denied(attack(restricted, code), names)
+
+
+# An allowed package is allowed as a curated set of subpackages: its test suites,
+# benchmarks, timing helpers (which compile strings) and the rest are not.
+UNLISTED_PARTS = [
+    ("timed setup string",
+     "import sympy\nsympy.utilities.timeutils.timed(lambda: 1, setup='import os')"),
+    ("timed imported", "from sympy.utilities.timeutils import timed"),
+    ("timed from the star import",
+     "from sympy import *\ntimed(lambda: 1, setup='import os')"),
+    ("sympy test suite", "import sympy.core.tests.test_basic"),
+    ("sympy testing", "import sympy.testing.runtests"),
+    ("benchmarks", "import sympy.polys.benchmarks"),
+]
+
+
+@pytest.mark.parametrize("code", [c[1] for c in UNLISTED_PARTS], ids=[c[0] for c in UNLISTED_PARTS])
+def test_unlisted_parts_of_allowed_packages_are_refused(restricted, code):
+    r = attack(restricted, code)
+    assert r.status == Status.DENIED, _describe(r)
 
 
 # --- module pivots -----------------------------------------------------------------------
@@ -180,12 +207,6 @@ PIVOTS = [
     ("import datetime\nprint(datetime.sys)", ("sys",)),
     ("import collections\nprint(collections._sys)", ("_sys",)),
     ("import re\nprint(re.enum)", ("enum",)),
-    ("import re\nprint(re.copyreg)", ("copyreg",)),
-    ("import json\nprint(json.codecs)", ("codecs",)),
-    ("import functools\ng = functools.partial(getattr, 1)\nprint(g('__class__'))", ("__class__",)),
-    ("import functools\nprint(functools.reduce(getattr, ['__class__', '__base__'], 1))", ("__class__",)),
-    ("print(list(map(getattr, [1], ['__class__'])))", ("__class__",)),
-    ("import operator\nprint(operator.attrgetter('__class__')(1))", ("operator", "attrgetter", "__class__")),
     (
         "import sympy\nm = sympy.external.importtools.import_module('os')\nprint(m)\nm.system('true')",
         ("external", "importtools", "import_module", "os"),
@@ -206,227 +227,49 @@ def test_module_pivots_are_denied(restricted, code, names):
     assert "<module" not in r.stdout and "built-in function" not in r.stdout, r.stdout
 
 
-def _sympy_string_attacks(markers: Path) -> dict[str, str]:
-    payload = _payload(markers)
-    return {
-        "sympify": f"import sympy\nprint(sympy.sympify({payload!r}))",
-        "S": f"from sympy import S\nprint(S({payload!r}))",
-        "parse_expr": f"from sympy.parsing.sympy_parser import parse_expr\nprint(parse_expr({payload!r}))",
-        "lambdify-symbol": f"import sympy\nf = sympy.lambdify([], sympy.Symbol({payload!r}))\nprint(f())",
-        "lambdify-arg": (
-            f"import sympy\nx = sympy.Symbol('x')\nf = sympy.lambdify([x], x + sympy.Symbol({payload!r}))\nprint(f(1))"
-        ),
-        "nsolve-function": (
-            "import sympy\nx = sympy.Symbol('x')\n"
-            f"f = sympy.Function('(' + {payload!r} + ') * 0 or abs')\n"
-            "print(sympy.nsolve(f(x) - 2, x, 1))"
-        ),
-    }
-
-
-@pytest.mark.parametrize("name", ["sympify", "S", "parse_expr"])
-def test_sympy_string_parsing_cannot_run_code(restricted, markers, name):
-    r = attack(restricted, _sympy_string_attacks(markers)[name])
-    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
-    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
-
-
-MONOMIAL_ATTACKS = {
-    # A subclass's own _vars end up in the text that MonomialOps runs with exec.
-    "subclass-vars": (
-        "from sympy.polys.monomials import MonomialOps\n"
-        "class M(MonomialOps):\n"
-        "    def _vars(self, name):\n"
-        "        return [\"__import__('os').system('touch {marker}')\"]\n"
-        "print(M(1).mul()((1,), (2,)))\n"
+# Objects an allowed module holds but does not define: each belongs to the module that
+# defines it (pathlib, io), which is not allowed, whatever re-exports it.
+FOREIGN_OBJECTS = [
+    (
+        # pathlib.Path is a module-level name of sympy.utilities.mathml.
+        "sympy-mathml-Path-writes-files",
+        "import sympy\n"
+        "P = sympy.utilities.mathml.Path\n"
+        "P({marker!r}).write_text('x')\n"
+        "print(P('/etc/hostname').read_text())\n",
+        ("Path", "pathlib", "mathml"),
     ),
-    "subclass-vars-attribute": (
-        "from sympy.polys.monomials import MonomialOps\n"
-        "class M(MonomialOps):\n"
-        "    def _vars(self, name):\n"
-        "        return ['a0.__class__']\n"
-        "print(M(1).lcm())\n"
+    (
+        "sympy-dimacs-Path-writes-files",
+        "from sympy.logic.utilities.dimacs import Path\n"
+        "Path({marker!r}).write_text('x')\n",
+        ("Path", "pathlib", "dimacs"),
     ),
-    # A line that starts with a carriage return is blank to a tokenizer but code to the
-    # compiler: the text must never be read twice in two ways.
-    "subclass-vars-carriage-return": (
-        "from sympy.polys.monomials import MonomialOps\n"
-        "class M(MonomialOps):\n"
-        "    def _vars(self, name):\n"
-        "        if name == 'r':\n"
-        "            return ['r0,)\\n\\r[c for c in ().__class__.__base__.__subclasses__() "
-        "if c.__name__ == \"catch_warnings\"][0]()._module.__builtins__[\"open\"]"
-        "(\"{marker}\", \"w\")\\ndef r1(): return (r0']\n"
-        "        return [name + '0']\n"
-        "print(M(1).div())\n"
+    (
+        # `from sys import stdout` in sympy.strategies.core: its type's raw FileIO class
+        # opens any path (or file descriptor) for reading and writing.
+        "sympy-strategies-stdout-FileIO",
+        "import sympy\n"
+        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
+        "f = F({marker!r}, 'w')\n"
+        "f.write(b'x')\n"
+        "f.close()\n",
+        ("stdout", "FileIO", "io", "_io", "buffer", "raw"),
     ),
-    "build-directly": (
-        "from sympy.polys.monomials import MonomialOps\n"
-        "print(MonomialOps(1)._build(\"def monomial_mul(A, B):\\n    open('{marker}', 'w')\", 'monomial_mul'))\n"
-    ),
-}
+]
 
 
-# mpmath's numbers and functions may be held (nsolve needs them); its context is then
-# one attribute away. Its string evaluation, its modules and its privates stay closed.
-MPMATH_VALUE = ("from sympy import *\nx = symbols('x')\n"
-                "ctx = lambdify(x, cos(x), 'mpmath')(1).context\n")
-MPMATH_PIVOTS = {
-    "identify-eval": "print(ctx.identify(0.5, ['__import__(\"os\").system(\"touch {marker}\")']))",
-    "private-attribute": "print(getattr(ctx, '_sage_sqrt'))",
-    "plot-import": "ctx.plot(lambda t: t, [0, 1], file='{marker}')",
-    "dunder-dict": "print(ctx.__dict__)",
-}
-
-
-# Classes made by calling a factory instead of writing a class statement: the namespace
-# and bases would skip the statement's checks.
-CLASS_FACTORIES = {
-    "metaclass-value": ("from sympy.core.kind import KindMeta\n"
-                        "G = KindMeta('G', (object,), {'__getattr__': lambda s, n: n})\n", "metaclass"),
-    "metaclass-of-function": ("from sympy import FunctionClass\nprint(FunctionClass)\n", "FunctionClass"),
-    "function-bases-namespace": ("from sympy import Function\n"
-                                 "F = Function('F', (object,), {'__getattr__': lambda s, n: n})\n",
-                                 "namespace"),
-    "function-bases-keyword": ("from sympy import Function\nimport json\n"
-                               "F = Function('F', bases=(str, json.JSONDecoder))\n", "namespace"),
-    "subclass-mpmath-context": (MPMATH_VALUE + "class D(type(ctx)):\n    _aliases = {'ga': '__getattribute__'}\n"
-                                "print(D().ga)\n", "MPContext"),
-}
-
-
-CLASS_FACTORIES["enum-functional"] = (
-    "import re\nEnum = re.RegexFlag.mro()[5]\n"
-    "E = Enum('E', {'A': 1, '__getattr__': lambda s, n: n}, module='__main__')\n", "enum")
-
-# Paths found by an attack pass: lambdify's import lines (a printer's module_imports names
-# them), unchecked items of a library's iterator, private names in `from M import _x`.
-LIBRARY_PATHS = {
-    "lambdify-module-imports": (
-        "from sympy import Symbol, lambdify\n"
-        "class P:\n"
-        "    module_imports = {'sympy.__globals__': ['get']}\n"
-        "    def doprint(self, expr):\n"
-        "        return 'get'\n"
-        "x = Symbol('x')\n"
-        "f = lambdify(x, x, modules=[{'sympy': lambdify}], printer=P())\n"
-        "print(f(1))\n", "lambdify wanted to run"),
-    # A library object's private names are the library's: MonomialOps(1) is a shared,
-    # cached instance whose _vars sympy calls.
-    "private-write-on-library-object": ("from sympy.polys.monomials import MonomialOps\n"
-                                        "m = MonomialOps(1)\nm._vars = lambda name: ['a0']\n",
-                                        "private to the library"),
-    "private-write-on-sympy-expression": ("from sympy import Symbol\nx = Symbol('x')\n"
-                                          "x._assumptions = {}\n", "private to the library"),
-    # sympy reads `self.printmethod`: an instance's own value counts, not only the class's.
-    "printmethod-on-the-instance": ("from sympy.printing.str import StrPrinter\n"
-                                    "from sympy import Symbol\n"
-                                    "class P(StrPrinter):\n    printmethod = '_sympystr'\n"
-                                    "p = P()\np.printmethod = '__reduce_ex__'\n"
-                                    "print(p.doprint(Symbol('x')))\n", "printmethod"),
-    "printmethod-as-property": ("from sympy.printing.str import StrPrinter\n"
-                                "from sympy import Symbol\n"
-                                "class P(StrPrinter):\n    @property\n"
-                                "    def printmethod(self):\n        return '__reduce_ex__'\n"
-                                "print(P().doprint(Symbol('x')))\n", "printmethod"),
-    # Keys of a library's dict are handed out by iteration: checked like its values.
-    "library-dict-keys": ("from sympy.parsing.sympy_parser import EvaluateFalseTransformer as T\n"
-                          "for k in T.operators:\n    print(k)\n", "'ast'"),
-    "private-from-import": ("from sympy.utilities.lambdify import _import\nprint(_import)\n",
-                            "private name '_import'"),
-}
-
-
-@pytest.mark.parametrize("name", list(LIBRARY_PATHS))
-def test_library_paths_to_internals_are_closed(restricted, name):
-    code, named = LIBRARY_PATHS[name]
-    r = attack(restricted, code)
-    assert r.status == Status.DENIED and named in r.error.message, _describe(r)
-    assert "built-in" not in r.stdout and "dict" not in r.stdout, _describe(r)
-
-
-def test_what_a_library_iterator_yields_is_checked():
-    """Unit level: `for` loops and comprehensions take items through the guards, like a
-    call's result (map, filter or a generator can call library code that returns
-    anything); ranges and built-in containers keep their C iterators."""
-    import os as os_module
-
-    from runner.worker.policy import Denied, Guards, Policy
-
-    guards = Guards(Policy(["math"]))
-    assert list(guards.getiter(map(abs, [-1, 2]))) == [1, 2]
-    assert type(guards.getiter(range(3))) is type(iter(range(3)))
-    with pytest.raises(Denied, match="an item of an iteration"):
-        list(guards.getiter(map(lambda value: value, [os_module])))
-    # However deep a container holds it, and as a dict's key.
-    level: object = [[[[[[os_module]]]]]]
-    with pytest.raises(Denied):
-        while True:  # one level down at a time, as nested loops would
-            level = next(guards.getiter(level))
-    with pytest.raises(Denied):
-        guards.check_value({os_module: 1}, "a dict")
-
-
-@pytest.mark.parametrize("name", list(CLASS_FACTORIES))
-def test_classes_come_only_from_class_statements(restricted, name):
-    code, named = CLASS_FACTORIES[name]
-    r = attack(restricted, code)
-    assert r.status == Status.DENIED and named in r.error.message, _describe(r)
-
-
-@pytest.mark.parametrize("name", list(MPMATH_PIVOTS))
-def test_mpmath_values_open_no_way_out(restricted, markers, name):
-    marker = markers / "mpmath"
-    r = attack(restricted, MPMATH_VALUE + MPMATH_PIVOTS[name].replace("{marker}", str(marker)))
-    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
-    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
-    if name == "identify-eval":
-        assert r.status == Status.DENIED and "from a string" in r.error.message, _describe(r)
-
-
-@pytest.mark.parametrize("name", list(MONOMIAL_ATTACKS))
-def test_the_monomial_code_generator_runs_only_arithmetic(restricted, markers, name):
-    marker = markers / "monomial"
-    r = attack(restricted, MONOMIAL_ATTACKS[name].replace("{marker}", str(marker)))
-    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
-    assert r.status == Status.DENIED, _describe(r)
-    if name.startswith("subclass"):
-        assert "monomial code generator" in r.error.message, _describe(r)
-
-
-@pytest.mark.parametrize("name", ["lambdify-symbol", "lambdify-arg", "nsolve-function"])
-def test_sympy_generated_code_cannot_run_code(restricted, markers, name):
-    # lambdify prints expressions to Python source and executes it: a symbol or function
-    # whose name is code becomes code. Whatever the status, the payload must not run.
-    r = attack(restricted, _sympy_string_attacks(markers)[name])
-    assert list(markers.iterdir()) == [], f"the payload ran: a marker file appeared ({_describe(r)})"
-
-
-@pytest.mark.parametrize(
-    ("func", "text"),
-    [
-        ("parse_expr", "__import__('os')"),
-        ("sympify", "__import__('os')"),
-        ("sympify", "x.__class__"),
-        ("sympify", "x.__class__.__mro__[-1].__subclasses__()"),
-        ("sympify", "open('/etc/passwd').read()"),
-        ("sympify", "sympify.__globals__"),
-    ],
-    ids=["parse_expr-import", "sympify-import", "sympify-class", "sympify-subclasses", "sympify-open", "sympify-globals"],
-)
-def test_sympy_strings_do_not_leak_objects(restricted, func, text):
-    # Refused (denied/error), or evaluated to a plain sympy expression; never to a module,
-    # class, dict or file contents (which is what unpatched sympy returns for each of these).
-    code = f"import sympy\nr = sympy.{func}({text!r})\nprint(isinstance(r, sympy.Basic))\nprint(r)"
-    r = attack(restricted, code)
-    assert r.status in (Status.OK, Status.DENIED, Status.ERROR), _describe(r)
-    if r.status == Status.OK:
-        assert r.stdout.startswith("True\n"), _describe(r)
-    for leak in ("<module", "<class", "root:", "__builtins__"):
+@pytest.mark.parametrize(("code", "names"), [c[1:] for c in FOREIGN_OBJECTS], ids=[c[0] for c in FOREIGN_OBJECTS])
+def test_objects_of_modules_that_are_not_allowed_are_refused(restricted, markers, code, names):
+    marker = markers / "pwned"
+    r = attack(restricted, code.format(marker=str(marker)))
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
+    assert_denied(r, names)
+    for leak in ("<built-in", "<class", "<module"):
         assert leak not in r.stdout, r.stdout
 
 
-# --- dunder walks ------------------------------------------------------------------------
+# --- attributes, dunders and private names -----------------------------------------------
 
 DUNDER_WALKS = [
     ("().__class__.__bases__[0].__subclasses__()", ("__class__",)),
@@ -436,12 +279,6 @@ DUNDER_WALKS = [
     ("print(getattr(1, '__class__', None))", ("__class__",)),
     ("print(type(1).__subclasses__())", ("__subclasses__",)),
     ('print(f"{(1).__class__}")', ("__class__",)),
-    ('print("{0.__class__}".format(1))', ("__class__",)),
-    ('print("{0.__class__.__mro__}".format(1))', ("__class__", "__mro__")),
-    ('fmt = "{0.__class__}".format\nprint(fmt(1))', ("__class__",)),
-    ('print(str.format("{0.__class__}", 1))', ("__class__",)),
-    ('print("{x.__class__}".format_map({"x": 1}))', ("__class__",)),
-    ('print("{0[0].__class__}".format([1]))', ("__class__",)),
 ]
 
 
@@ -452,81 +289,69 @@ def test_dunder_walks_are_denied(restricted, code, names):
     assert "<class" not in r.stdout, r.stdout
 
 
-def test_safe_format_strings_still_work(restricted):
-    code = 'print("{:.2f}".format(3.14159))\nprint("{0}-{1}".format("a", 2), "{k}".format_map({"k": 3}))'
-    assert_ok(attack(restricted, code), "3.14\na-2 3\n")
-
-
-def test_vars_of_a_type_does_not_hand_out_dunders(restricted):
-    r = attack(restricted, "print(len(vars(type)['__subclasses__'](object)))")
-    assert r.status in (Status.DENIED, Status.ERROR), _describe(r)
-    assert r.stdout == ""
-
-
-@pytest.mark.parametrize("fn", ["vars", "globals", "locals", "dir"])
-def test_namespace_introspection_does_not_leak_guards(restricted, fn):
-    r = attack(restricted, f"secret_marker_name = 1\nprint({fn}())")
-    assert r.status in (Status.OK, Status.DENIED, Status.ERROR), _describe(r)
-    if r.status == Status.DENIED:
-        assert _mentions(r.error.message, (fn,)), r.error.message
-    if r.status == Status.OK:
-        assert "secret_marker_name" in r.stdout  # the user's own names, nothing more
-    for guard in GUARD_NAMES:
-        assert guard not in r.stdout, f"{fn}() leaked {guard}: {r.stdout[:500]!r}"
-
-
-def test_replacing_guards_through_globals_does_not_help(restricted):
-    code = "g = globals()\ng['_write_'] = lambda ob: ob\nimport math\nmath.pi = 3\nprint(math.pi)"
-    r = attack(restricted, code)
-    assert_denied(r, ("globals", "_write_", "pi", "math"))
-    assert r.stdout != "3\n"
-
-
-# --- frames ------------------------------------------------------------------------------
-
-FRAMES = [
-    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame)", ("gi_frame",)),
-    ("def g():\n    yield 1\nx = g()\nprint(x.gi_code)", ("gi_code",)),
-    ("def g():\n    yield 1\nx = g()\nprint(getattr(x, 'gi_frame'))", ("gi_frame",)),
-    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame.f_back.f_globals)", ("gi_frame",)),
-    ("try:\n    1/0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame)", ("__traceback__",)),
-    ("try:\n    1/0\nexcept Exception as e:\n    print(getattr(e, '__traceback__'))", ("__traceback__",)),
-    ("import sys\nprint(sys._getframe())", ("sys",)),
-    ("import inspect\nprint(inspect.currentframe())", ("inspect",)),
-    ("async def c():\n    pass\nx = c()\nprint(x.cr_frame)", ("cr_frame", "async", "AsyncFunctionDef")),
+# A str subclass overriding startswith would pass `name.startswith("_")` in the
+# attribute check; the real getattr would then read any dunder. Names are read as exact
+# strings.
+STR_SUBCLASS_NAMES = [
+    (
+        "str-subclass-attribute-name",
+        "import json\n"
+        "class S(str):\n"
+        "    def startswith(self, *a):\n"
+        "        return False\n"
+        "b = getattr(json.dumps, S('__builtins__'))\n"
+        "ev = b.get('eval')\n"
+        "ev({payload!r}, {{'__builtins__': b}})\n",
+        ("__builtins__", "startswith", "subclass"),
+    ),
+    (
+        "str-subclass-class-walk",
+        "class S(str):\n"
+        "    def startswith(self, *a):\n"
+        "        return False\n"
+        "o = getattr(getattr(1, S('__class__')), S('__base__'))\n"
+        "print(len(getattr(o, S('__subclasses__'))()))\n",
+        ("__class__", "startswith", "subclass"),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("code", "names"), FRAMES, ids=_ids(FRAMES))
-def test_frame_access_is_denied(restricted, code, names):
-    r = attack(restricted, code)
+@pytest.mark.parametrize(("code", "names"), [c[1:] for c in STR_SUBCLASS_NAMES],
+                         ids=[c[0] for c in STR_SUBCLASS_NAMES])
+def test_attribute_names_are_read_as_exact_strings(restricted, markers, code, names):
+    marker = markers / "pwned"
+    r = attack(restricted, code.format(payload=_os_system_source(marker)))
+    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
     assert_denied(r, names)
-    assert "<frame" not in r.stdout and "<code" not in r.stdout, r.stdout
+    for leak in ("<built-in", "<class", "<module"):
+        assert leak not in r.stdout, r.stdout
 
 
-# --- builtins tampering ------------------------------------------------------------------
+# A library object's private names are the library's (its caches, the helpers it calls
+# on itself), also when a user subclass inherits them; the user's own stay the user's.
+LIBRARY_PRIVATE_NAMES = {
+    # MonomialOps(1) is a shared, cached instance whose _vars sympy calls.
+    "private-write-on-library-object": ("from sympy.polys.monomials import MonomialOps\n"
+                                        "m = MonomialOps(1)\nm._vars = lambda name: ['a0']\n",
+                                        "private to the library"),
+    "private-write-on-sympy-expression": ("from sympy import Symbol\nx = Symbol('x')\n"
+                                          "x._assumptions = {}\n", "private to the library"),
+    "private-from-import": ("from sympy.utilities.lambdify import _import\nprint(_import)\n",
+                            "private name '_import'"),
+    "library-helper-inherited-by-a-user-subclass": (
+        "from sympy.printing.str import StrPrinter\nclass P(StrPrinter):\n    pass\n"
+        "p = P()\nprint(p._print_Symbol)", "_print_Symbol"),
+    "library-private-data-through-a-user-subclass": (
+        "import sympy\nclass S(sympy.Symbol):\n    pass\ns = S('x')\nprint(s._assumptions)", "_assumptions"),
+}
 
 
-@pytest.mark.parametrize(
-    "code",
-    ["print(__builtins__)", "f = __builtins__['open']\nprint(f('/etc/passwd').read())", "__builtins__ = {}"],
-)
-def test_builtins_are_not_reachable(restricted, code):
+@pytest.mark.parametrize("name", list(LIBRARY_PRIVATE_NAMES))
+def test_private_names_of_libraries_stay_private(restricted, name):
+    code, named = LIBRARY_PRIVATE_NAMES[name]
     r = attack(restricted, code)
-    assert_denied(r, ("__builtins__",))
-    assert "root:" not in r.stdout
-
-
-def test_shadowing_len_is_local_to_one_run(restricted):
-    assert_ok(attack(restricted, "len = lambda x: 0\nprint(len([1, 2]))"), "0\n")
-    assert_ok(attack(restricted, "print(len([1, 2]))"), "2\n")
-
-
-def test_shadowing_print_does_not_leak_into_the_next_run(restricted):
-    r = attack(restricted, "print = lambda *a: None\nprint('hidden')")
-    assert r.status in (Status.OK, Status.DENIED), _describe(r)
-    assert r.stdout == ""
-    assert_ok(attack(restricted, "print('visible')"), "visible\n")
+    assert r.status == Status.DENIED and named in r.error.message, _describe(r)
+    assert "built-in" not in r.stdout and "dict" not in r.stdout, _describe(r)
 
 
 @pytest.mark.parametrize(
@@ -552,33 +377,172 @@ def test_writing_a_module_dict_does_not_survive_the_run(restricted):
     assert_ok(attack(restricted, "import math\nprint(math.pi)"), "3.141592653589793\n")
 
 
-# --- dangerous builtins ------------------------------------------------------------------
+# --- frames and introspection ------------------------------------------------------------
+
+FRAMES = [
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame)", ("gi_frame",)),
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_code)", ("gi_code",)),
+    ("def g():\n    yield 1\nx = g()\nprint(getattr(x, 'gi_frame'))", ("gi_frame",)),
+    ("def g():\n    yield 1\nx = g()\nprint(x.gi_frame.f_back.f_globals)", ("gi_frame",)),
+    ("try:\n    1/0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame)", ("__traceback__",)),
+    ("try:\n    1/0\nexcept Exception as e:\n    print(getattr(e, '__traceback__'))", ("__traceback__",)),
+    ("import sys\nprint(sys._getframe())", ("sys",)),
+    ("import inspect\nprint(inspect.currentframe())", ("inspect",)),
+    ("async def c():\n    pass\nx = c()\nprint(x.cr_frame)", ("cr_frame", "async", "AsyncFunctionDef")),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), FRAMES, ids=_ids(FRAMES))
+def test_frame_access_is_denied(restricted, code, names):
+    r = attack(restricted, code)
+    assert_denied(r, names)
+    assert "<frame" not in r.stdout and "<code" not in r.stdout, r.stdout
+
+
+def test_dir_lists_the_users_names_and_no_hook(restricted):
+    # (globals(), locals() and vars() are refused: tests/test_policy_sinks.py.)
+    r = attack(restricted, "secret_marker_name = 1\nprint(dir())")
+    assert r.status in (Status.OK, Status.DENIED, Status.ERROR), _describe(r)
+    if r.status == Status.DENIED:
+        assert _mentions(r.error.message, ("dir",)), r.error.message
+    if r.status == Status.OK:
+        assert "secret_marker_name" in r.stdout  # the user's own names, nothing more
+    for guard in GUARD_NAMES:
+        assert guard not in r.stdout, f"dir() leaked {guard}: {r.stdout[:500]!r}"
+
+
+# --- builtins ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("code", "names"),
-    [
-        ("exec('print(1)')", ("exec",)),
-        ("eval('1+1')", ("eval",)),
-        ("f = exec\nf('print(1)')", ("exec",)),
-        ("compile('1', 'x', 'eval')", ("compile",)),
-        ("print(open('/etc/passwd').read())", ("open",)),
-        ("input()", ("input",)),
-        ("breakpoint()", ("breakpoint",)),
-        ("X = type('X', (object,), {})", ("type",)),
-    ],
+    "code",
+    ["print(__builtins__)", "f = __builtins__['open']\nprint(f('/etc/passwd').read())", "__builtins__ = {}"],
 )
-def test_dangerous_builtins_are_denied(restricted, code, names):
+def test_builtins_are_not_reachable(restricted, code):
+    r = attack(restricted, code)
+    assert_denied(r, ("__builtins__",))
+    assert "root:" not in r.stdout
+
+
+# The guarded getattr handed to library code as a value (partial, reduce, map) is still
+# the guarded one.
+GUARDED_BUILTINS_AS_VALUES = [
+    ("import functools\ng = functools.partial(getattr, 1)\nprint(g('__class__'))", ("__class__",)),
+    ("import functools\nprint(functools.reduce(getattr, ['__class__', '__base__'], 1))", ("__class__",)),
+    ("print(list(map(getattr, [1], ['__class__'])))", ("__class__",)),
+]
+
+
+@pytest.mark.parametrize(("code", "names"), GUARDED_BUILTINS_AS_VALUES, ids=_ids(GUARDED_BUILTINS_AS_VALUES))
+def test_guarded_builtins_stay_guarded_as_values(restricted, code, names):
     r = attack(restricted, code)
     assert_denied(r, names)
-    assert "root:" not in r.stdout
+    assert "<class" not in r.stdout, r.stdout
+
+
+def test_shadowing_len_is_local_to_one_run(restricted):
+    assert_ok(attack(restricted, "len = lambda x: 0\nprint(len([1, 2]))"), "0\n")
+    assert_ok(attack(restricted, "print(len([1, 2]))"), "2\n")
+
+
+def test_shadowing_print_does_not_leak_into_the_next_run(restricted):
+    r = attack(restricted, "print = lambda *a: None\nprint('hidden')")
+    assert r.status in (Status.OK, Status.DENIED), _describe(r)
+    assert r.stdout == ""
+    assert_ok(attack(restricted, "print('visible')"), "visible\n")
 
 
 def test_one_argument_type_is_allowed(restricted):
     assert_ok(attack(restricted, "print(type(1))"), "<class 'int'>\n")
 
 
-# --- resources ---------------------------------------------------------------------------
+# --- iteration, call results and values entering user functions ----------------------------
+
+
+def test_what_a_library_iterator_yields_is_checked():
+    """Unit level: `for` loops and comprehensions take items through the guards, like a
+    call's result (map, filter or a generator can call library code that returns
+    anything); ranges and built-in containers keep their C iterators."""
+    import os as os_module
+
+    from runner.worker.policy import Denied, Guards, Policy
+
+    guards = Guards(Policy(["math"]))
+    assert list(guards.getiter(map(abs, [-1, 2]))) == [1, 2]
+    assert type(guards.getiter(range(3))) is type(iter(range(3)))
+    with pytest.raises(Denied, match="an item of an iteration"):
+        list(guards.getiter(map(lambda value: value, [os_module])))
+    # However deep a container holds it, and as a dict's key.
+    level: object = [[[[[[os_module]]]]]]
+    with pytest.raises(Denied):
+        while True:  # one level down at a time, as nested loops would
+            level = next(guards.getiter(level))
+    with pytest.raises(Denied):
+        guards.check_value({os_module: 1}, "a dict")
+
+
+def test_a_library_dicts_keys_are_checked_like_its_values(restricted):
+    # Iterating a dict hands out its keys: here classes of the `ast` module.
+    r = attack(restricted, "from sympy.parsing.sympy_parser import EvaluateFalseTransformer as T\n"
+                           "for k in T.operators:\n    print(k)\n")
+    assert r.status == Status.DENIED and "'ast'" in r.error.message, _describe(r)
+    assert "built-in" not in r.stdout and "dict" not in r.stdout, _describe(r)
+
+
+# --- the policy's hooks --------------------------------------------------------------------
+
+
+def test_replacing_guards_through_globals_does_not_help(restricted):
+    code = "g = globals()\ng['_write_'] = lambda ob: ob\nimport math\nmath.pi = 3\nprint(math.pi)"
+    r = attack(restricted, code)
+    assert_denied(r, ("globals", "_write_", "pi", "math"))
+    assert r.stdout != "3\n"
+
+
+def test_dunder_keywords_are_refused_in_any_call(restricted):
+    # Keyword names are how class factories get dunders into the classes they build.
+    r = attack(restricted, "d = dict(**{'__class__': 1})")
+    assert_denied(r, ("__class__",))
+
+
+def test_session_block_cannot_disable_the_guards_of_later_blocks(restricted):
+    # One block replaces the policy's deny with a no-op (real builtins from the
+    # update_wrapper gadget); every later block of the session then runs unguarded.
+    plant = (
+        "import functools, json\n"
+        "box = []\n"
+        "class W:\n"
+        "    def __setattr__(self, name, value):\n"
+        "        if name == '__globals__':\n"
+        "            box.append(value.get('__builtins__'))\n"
+        "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
+        "b = box.pop()\n"
+        "g = b.get('__import__')('runner.worker.policy.refusals', None, None, ['x'])\n"
+        "b.get('setattr')(g, 'deny', lambda *a, **k: None)\n"
+        "print('planted')\n"
+    )
+    walk = "o = getattr(getattr((), '__class__'), '__base__')\nprint(len(getattr(o, '__subclasses__')()))\n"
+    with restricted.session() as session:
+        first = session.run(plant)
+        second = session.run(walk)
+    assert first.status == Status.DENIED, _describe(first)
+    assert "planted" not in first.stdout, first.stdout
+    assert_denied(second, ("__class__",))
+
+
+def test_policy_objects_are_out_of_reach_in_a_session(restricted):
+    with restricted.session() as s:
+        for code in ("getattr.__self__", "getattr.__func__", "print(_getattr_)",
+                     "print(__builtins__)", "import sys", "type(getattr)",
+                     "[c for c in ().__class__.__base__.__subclasses__()]"):
+            r = s.run(code)
+            assert r.status == Status.DENIED or (r.status == Status.OK and "Guards" not in r.stdout), \
+                f"{code}: {_describe(r)}"
+        r = s.run("x = 1\nprint(x)")
+        assert r.status == Status.OK and r.stdout == "1\n"
+
+
+# --- resources and limits ------------------------------------------------------------------
 
 
 def test_infinite_loop_times_out(restricted):
@@ -625,7 +589,150 @@ def test_deep_recursion_is_a_recursion_error(restricted):
     assert r.error.type == "RecursionError"
 
 
-# --- swallowed denials -------------------------------------------------------------------
+def test_a_huge_exception_message_is_an_error_cut_to_size(restricted):
+    r = attack(restricted, "raise ValueError('x' * (40 * 1024 * 1024))",
+               Limits(memory_mb=1024, timeout_s=20))
+    assert r.status == Status.ERROR and r.error.type == "ValueError", _describe(r)
+    assert len(r.error.message) < 100_000 and "more characters cut" in r.error.message
+
+
+def test_raise_memory_error_is_an_error_not_the_memory_limit(restricted):
+    r = restricted.run("raise MemoryError('my own')")
+    assert r.status == Status.ERROR and r.error.type == "MemoryError", _describe(r)
+    real = restricted.run("x = bytearray(8 * 1024 ** 3)", limits=Limits(memory_mb=64))
+    assert real.status == Status.MEMORY_LIMIT, _describe(real)
+
+
+# --- the result channel --------------------------------------------------------------------
+#
+# Ways for user code to make a run's result (or its log record) wrong: forged outcomes,
+# reports that fail, values that cannot be encoded.
+
+
+def test_result_channel_cannot_be_forged(restricted):
+    # With the FileIO class (from sympy.strategies.core.stdout) user code writes its own
+    # "ok" outcome to the result pipe and closes it; the child's real report (denied,
+    # for the swallowed `import os`) then fails on the closed descriptor and is lost.
+    code = (
+        "import sympy, json\n"
+        "try:\n"
+        "    import os\n"
+        "except BaseException:\n"
+        "    pass\n"
+        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        f = F(fd, 'w')\n"
+        "    except BaseException:\n"
+        "        continue\n"
+        "    f.write(json.dumps({'kind': 'ok'}).encode())\n"
+        "    f.close()\n"
+    )
+    r = attack(restricted, code)
+    assert_denied(r, ("os",))
+
+
+def test_exception_whose_str_raises_is_an_error_not_a_crash(restricted):
+    # describe_exception calls str(exc) unguarded; the exception that raises escapes
+    # run_request, and child_main's handler calls str() on it again, so it escapes
+    # child_main too and unwinds through the forkserver's own frames in the child: a
+    # "crashed" run whose stderr shows the worker's internal traceback and host paths.
+    code = (
+        "class E(Exception):\n"
+        "    def __str__(self):\n"
+        "        raise E()\n"
+        "raise E()\n"
+    )
+    r = attack(restricted, code)
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error is not None and r.error.type == "E", _describe(r)
+    for leak in ("runner/worker", "forkserver", "child_main", "serve("):
+        assert leak not in r.stderr, r.stderr
+
+
+def test_long_exception_chain_is_an_error_not_a_crash(restricted):
+    # tracebacks._trim recurses once per __cause__/__context__ link: a chain of a few
+    # thousand exceptions makes describing it a RecursionError, reported as a worker failure.
+    code = (
+        "e = None\n"
+        "for i in range(5000):\n"
+        "    try:\n"
+        "        raise ValueError(i) from e\n"
+        "    except ValueError as x:\n"
+        "        e = x\n"
+        "raise e\n"
+    )
+    r = attack(restricted, code)
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.error is not None and r.error.type == "ValueError", _describe(r)
+
+
+def test_huge_exit_code_does_not_poison_the_log(restricted):
+    # SystemExit(2**70) becomes exit_code=2**70 on the result; SQLite cannot store it, so
+    # the record goes to the spool file, whose import then fails on every later open
+    # (one transaction for the whole spool): this run, and every record spooled after it,
+    # never reach the log.
+    r = attack(restricted, "exit(2**70)")
+    assert r.status == Status.ERROR, _describe(r)
+    assert r.exit_code is not None and -(2**63) <= r.exit_code < 2**63, _describe(r)
+    store = restricted.log_store
+    assert store is not None
+    assert store.get_execution(r.id).result.exit_code == r.exit_code
+
+
+def test_function_returning_a_huge_int_is_not_a_worker_failure(restricted):
+    # to_json_value keeps ints as ints; json.dumps then refuses more than 4300 digits in
+    # the child's _report and the run is reported as "the worker failed".
+    from runner.functions import FunctionSpec
+
+    spec = FunctionSpec(name="big", description="A big number.",
+                        code="def big():\n    return 10**5000\n",
+                        parameters={"type": "object", "properties": {}})
+    r = restricted.call(spec, {})
+    assert r.status == Status.OK, _describe(r)
+
+
+def test_a_refusal_while_the_result_is_encoded_is_recorded(restricted):
+    """A returned object's __repr__ runs after the function returned, while the child
+    encodes the result: a refusal there still makes the run `denied`."""
+    from runner.types import ExecutionRequest, FunctionCall
+
+    code = ("class Sneaky:\n    def __repr__(self):\n        import os\n        return 'x'\n"
+            "def f():\n    return Sneaky()\n")
+    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
+    assert r.status == Status.DENIED and "os" in r.error.message, _describe(r)
+    assert restricted.run("print(2)").stdout == "2\n"
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    ("class Liar(int):\n    def bit_length(self):\n        return 1\n"
+     "    def __index__(self):\n        raise RuntimeError\ndef f():\n    return Liar(7)", 7),
+    ("import decimal\ndef f():\n    return decimal.Decimal('NaN')", "nan"),
+    ("import decimal\ndef f():\n    return decimal.Decimal('-Infinity')", "-inf"),
+    ("import sympy\ndef f():\n    return sympy.oo", "oo"),
+    ("def f():\n    return float('nan')", "nan"),
+])
+def test_return_values_are_always_json(restricted, code, expected):
+    from runner.types import ExecutionRequest, FunctionCall
+
+    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
+    assert r.status == Status.OK and r.return_value == expected, _describe(r)
+    import json
+
+    json.loads(json.dumps(r.to_json_dict(), allow_nan=False))
+
+
+def test_a_nul_byte_in_the_code_is_an_error(restricted):
+    r = attack(restricted, "print(1)\x00")
+    assert r.status == Status.ERROR and r.error.type == "SyntaxError", _describe(r)
+
+
+def test_a_byte_order_mark_is_accepted(restricted):
+    r = restricted.run("\ufeffprint('bom')")
+    assert r.status == Status.OK and r.stdout == "bom\n", _describe(r)
+
+
+# --- swallowed denials ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -646,7 +753,48 @@ def test_swallowed_denial_is_still_recorded(restricted, code, names):
     assert_denied(attack(restricted, code), names)
 
 
-# --- legitimate code: no false positives -------------------------------------------------
+_LAUNDER_PRELUDE = (
+    "try:\n"
+    "    import os\n"
+    "except BaseException as e:\n"
+    "    saved = e\n"
+    "class L(list):\n"
+    "    def __iter__(self):\n"
+    "        raise saved\n"
+)
+
+DENIAL_LAUNDERING = [
+    (
+        # The sanitizer of parse_expr's global_dict checks each value, iterating a list
+        # subclass with the user's own __iter__; re-raising an earlier Denied there once
+        # made the filter pop the *last recorded* denial: the user's refused `import os`,
+        # so the run ended "ok".
+        "parse_expr-global_dict-pops-denial",
+        _LAUNDER_PRELUDE
+        + "from sympy.parsing.sympy_parser import parse_expr\n"
+          "try:\n"
+          "    parse_expr('1', global_dict={'x': L([1])})\n"
+          "except BaseException:\n"
+          "    pass\n"
+          "print('finished')\n",
+    ),
+    (
+        "lambdify-modules-pops-denial",
+        _LAUNDER_PRELUDE
+        + "import sympy\n"
+          "f = sympy.lambdify([], sympy.Integer(3), modules=[{'x': L([1])}, 'math'])\n"
+          "print(f())\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("code", [c[1] for c in DENIAL_LAUNDERING], ids=[c[0] for c in DENIAL_LAUNDERING])
+def test_swallowed_denial_cannot_be_unrecorded(restricted, code):
+    r = attack(restricted, code)
+    assert_denied(r, ("os",))
+
+
+# --- legitimate code: no false positives ---------------------------------------------------
 
 LEGIT = {
     "class_init_repr_eq": (
@@ -863,13 +1011,6 @@ print(N(pi, 30))
         "import decimal\ndecimal.getcontext().prec = 50\nprint(decimal.Decimal(1) / decimal.Decimal(7))\n",
         "0.14285714285714285714285714285714285714285714285714\n",
     ),
-    # The polynomial rings behind these build their monomial functions with exec.
-    "integrate_heurisch": (
-        "from sympy import *\nx = symbols('x')\nprint(integrate(x*sin(x), x))\n"
-        "print(integrate(sin(x)**2, (x, 0, pi)))\nprint(integrate(1/(x**3 - 1), (x, 2, 3)).is_real)\n"
-        "print(factor(x**3*symbols('y') - x*symbols('y')**3))\n",
-        "-x*cos(x) + sin(x)\npi/2\nTrue\nx*y*(x - y)*(x + y)\n",
-    ),
     # Function('f') makes a class at run time, with no module of its own.
     "undefined_function_dsolve_rsolve": (
         "from sympy import *\nx, n = symbols('x n')\nf = Function('f')\n"
@@ -884,30 +1025,6 @@ print(N(pi, 30))
         "setattr(c, '_more', 4)\nprint(c._store, c._hits, c._more, hasattr(c, '_extra'))\n",
         "{1: 2} 1 4 False\n",
     ),
-    # Names and assumptions are what Function is for; lambdify's own use of the factory.
-    "function_assumptions": (
-        "from sympy import *\nx = symbols('x')\ng = Function('g', real=True)\n"
-        "from sympy.utilities.lambdify import implemented_function\n"
-        "h = implemented_function('h', lambda t: t + 1)\n"
-        "print(g(x).is_real, lambdify(x, h(x))(2))\n",
-        "True 3\n",
-    ),
-    # nsolve evaluates through mpmath's own functions (cos here) and numbers.
-    "nsolve_transcendental": (
-        "from sympy import *\nx = symbols('x')\nprint(nsolve(cos(x) - x, x, 1))\n"
-        "print(N(nsolve(exp(x) - 3, x, 1), 8))\n",
-        "0.739085133215161\n1.0986123\n",
-    ),
-    # sympy.abc runs exec when first imported: it is loaded before any child starts.
-    "sympy_abc": (
-        "from sympy.abc import x, y\nimport sympy\nprint(sympy.factor(x**2 - y**2))\n",
-        "(x - y)*(x + y)\n",
-    ),
-    # lambdify's default modules (scipy, numpy) are not found here: it falls back.
-    "lambdify_default_modules": (
-        "from sympy import *\nx = symbols('x')\nprint(lambdify(x, x**2 + 1)(3))\n",
-        "10\n",
-    ),
 }
 
 
@@ -915,562 +1032,6 @@ print(N(pi, 30))
 def test_legitimate_code_is_not_refused(restricted, name):
     code, stdout = LEGIT[name]
     assert_ok(attack(restricted, code), stdout)
-
-
-# --- escapes found in review -----------------------------------------------------------
-#
-# Each case is code that, before these were fixed, ran a command, wrote a host file,
-# reached the real builtins or forged its result. `{marker}` is replaced by a path under
-# the test's marker directory; whatever the fix, the marker must never appear.
-
-
-def _os_system_source(marker: Path) -> str:
-    """Unrestricted Python (an expression) that creates `marker` through os.system."""
-    return f"__import__('os').system('touch {marker}')"
-
-
-_OBJECT_WALK_OS = (
-    "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'BuiltinImporter'][0]"
-    ".load_module('os')"
-)
-
-REVIEW_ESCAPES = [
-    (
-        # A str subclass overriding startswith passes `name.startswith("_")` in
-        # Guards._check_attribute_name; the real getattr then reads any dunder.
-        "str-subclass-attribute-name",
-        "import json\n"
-        "class S(str):\n"
-        "    def startswith(self, *a):\n"
-        "        return False\n"
-        "b = getattr(json.dumps, S('__builtins__'))\n"
-        "ev = b.get('eval')\n"
-        "ev({payload!r}, {{'__builtins__': b}})\n",
-        ("__builtins__", "startswith", "subclass"),
-    ),
-    (
-        "str-subclass-class-walk",
-        "class S(str):\n"
-        "    def startswith(self, *a):\n"
-        "        return False\n"
-        "o = getattr(getattr(1, S('__class__')), S('__base__'))\n"
-        "print(len(getattr(o, S('__subclasses__'))()))\n",
-        ("__class__", "startswith", "subclass"),
-    ),
-    (
-        # pathlib.Path is a module-level name of sympy.utilities.mathml; check_value only
-        # refuses objects defined in sympy's denied corners, not pathlib's.
-        "sympy-mathml-Path-writes-files",
-        "import sympy\n"
-        "P = sympy.utilities.mathml.Path\n"
-        "P({marker!r}).write_text('x')\n"
-        "print(P('/etc/hostname').read_text())\n",
-        ("Path", "pathlib", "mathml"),
-    ),
-    (
-        "sympy-dimacs-Path-writes-files",
-        "from sympy.logic.utilities.dimacs import Path\n"
-        "Path({marker!r}).write_text('x')\n",
-        ("Path", "pathlib", "dimacs"),
-    ),
-    (
-        # `from sys import stdout` in sympy.strategies.core: its type's raw FileIO class
-        # opens any path (or file descriptor) for reading and writing.
-        "sympy-strategies-stdout-FileIO",
-        "import sympy\n"
-        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
-        "f = F({marker!r}, 'w')\n"
-        "f.write(b'x')\n"
-        "f.close()\n",
-        ("stdout", "FileIO", "io", "_io", "buffer", "raw"),
-    ),
-    (
-        # lambdify's exec hook skips sanitising a namespace that already carries the
-        # `_runner_sanitized_` mark, and `modules=` dicts are merged into that namespace;
-        # the generated code then runs with the worker's real builtins.
-        "lambdify-forged-sanitized-mark",
-        "import sympy\n"
-        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
-        "f = sympy.lambdify([], sympy.Integer(0), modules=[{{'_runner_sanitized_': True}}],\n"
-        "                   printer=lambda e: src)\n"
-        "print(f())\n",
-        ("_runner_sanitized_", "lambdify", "eval", "modules"),
-    ),
-    (
-        # The same mark in a caller-supplied parse_expr global_dict.
-        "parse_expr-forged-sanitized-mark",
-        "from sympy.parsing.sympy_parser import parse_expr\n"
-        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
-        "print(parse_expr(src, global_dict={{'_runner_sanitized_': True}}, transformations=()))\n",
-        ("_runner_sanitized_", "global_dict", "eval", "parse_expr"),
-    ),
-    (
-        # The hardened eval_expr is itself a public name of sympy_parser.
-        "eval_expr-forged-sanitized-mark",
-        "from sympy.parsing.sympy_parser import eval_expr\n"
-        "src = '(lambda e: e(' + repr({payload!r}) + '))(eval)'\n"
-        "print(eval_expr(src, {{}}, {{'_runner_sanitized_': True}}))\n",
-        ("_runner_sanitized_", "eval_expr", "eval"),
-    ),
-    (
-        # parse_expr hands its sanitised global_dict (with the guard hooks and the
-        # builtins table) to user transformations; the table's __import__ is
-        # Guards.import_, whose "C code import" branch is taken by any caller passing a
-        # list fromlist and globals is locals. lambdify(modules=[os]) then serves as vars().
-        "parse_expr-transformation-leaks-import",
-        "import sympy\n"
-        "from sympy.parsing.sympy_parser import parse_expr\n"
-        "box = []\n"
-        "def grab(tokens, local_dict, global_dict):\n"
-        "    box.append(global_dict)\n"
-        "    return tokens\n"
-        "parse_expr('1', transformations=(grab,))\n"
-        "imp = box[0]['__builtins__']['__import__']\n"
-        "os = imp('os', None, None, [], 0)\n"
-        "system = sympy.lambdify([], sympy.Integer(0), modules=[os], printer=lambda e: 'system')()\n"
-        "system('touch {marker}')\n",
-        ("__builtins__", "__import__", "os", "global_dict", "transformations", "system"),
-    ),
-    (
-        # singledispatch.register evaluates string annotations with typing.get_type_hints:
-        # plain eval, no RestrictedPython rewrite, so dunder walks work inside it.
-        "functools-singledispatch-annotation-eval",
-        "import functools\n"
-        "@functools.singledispatch\n"
-        "def f(x):\n"
-        "    return 0\n"
-        "def g(x: {walk!r}):\n"
-        "    pass\n"
-        "f.register(g)\n"
-        "print('registered')\n",
-        ("annotation", "singledispatch", "register", "get_type_hints", "__class__", "__subclasses__"),
-    ),
-]
-
-
-@pytest.mark.parametrize(("code", "names"), [c[1:] for c in REVIEW_ESCAPES], ids=[c[0] for c in REVIEW_ESCAPES])
-def test_review_escapes_are_denied(restricted, markers, code, names):
-    marker = markers / "pwned"
-    walk = f"{_OBJECT_WALK_OS}.system('touch {marker}') or int"
-    source = code.format(payload=_os_system_source(marker), marker=str(marker), walk=walk)
-    r = attack(restricted, source)
-    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
-    assert_denied(r, names)
-    for leak in ("<built-in", "<class", "<module", "registered"):
-        assert leak not in r.stdout, r.stdout
-
-
-def test_userstring_format_does_not_bypass_the_format_guard(restricted):
-    # collections.UserString.format calls the real str.format on its data: its field
-    # names walk any attribute (frames, __globals__, __subclasses__) into the output.
-    code = (
-        "import collections, json\n"
-        "t = collections.UserString('{0.__class__.__mro__[1].__subclasses__}|"
-        "{1.__globals__[__builtins__][open]}|{1.__globals__[scanner]}')\n"
-        "print(t.format(1, json.loads))\n"
-    )
-    r = attack(restricted, code)
-    assert_denied(r, ("__class__", "__globals__", "format", "UserString"))
-    for leak in ("<built-in", "<module", "__subclasses__"):
-        assert leak not in r.stdout, r.stdout
-
-
-def test_result_channel_cannot_be_forged(restricted):
-    # With the FileIO class (from sympy.strategies.core.stdout) user code writes its own
-    # "ok" outcome to the result pipe and closes it; the child's real report (denied,
-    # for the swallowed `import os`) then fails on the closed descriptor and is lost.
-    code = (
-        "import sympy, json\n"
-        "try:\n"
-        "    import os\n"
-        "except BaseException:\n"
-        "    pass\n"
-        "F = type(sympy.strategies.core.stdout.buffer.raw)\n"
-        "for fd in range(3, 64):\n"
-        "    try:\n"
-        "        f = F(fd, 'w')\n"
-        "    except BaseException:\n"
-        "        continue\n"
-        "    f.write(json.dumps({'kind': 'ok'}).encode())\n"
-        "    f.close()\n"
-    )
-    r = attack(restricted, code)
-    assert_denied(r, ("os",))
-
-
-# --- escapes found in the second review --------------------------------------------------
-#
-# The guards check what attribute and item access hand out, not what calls return or
-# what library code passes to user callbacks. Each case below gets a refused object
-# through one of those unchecked channels.
-
-SECOND_REVIEW_ESCAPES = [
-    (
-        # sympy's Printer._print does `getattr(expr, self.printmethod)(self)` with the real
-        # getattr. A printer that is also a str, with printmethod '__getattribute__', turns
-        # that into `expr.__getattribute__('<any name>')`: json.loads.__globals__, then the
-        # real builtins through dict.get (a call result, never checked). parenthesize()
-        # returns _print's result as is.
-        "printer-printmethod-reads-any-attribute",
-        "import json\n"
-        "from sympy.printing.str import StrPrinter\n"
-        "class P(str, StrPrinter):\n"
-        "    printmethod = '__getattribute__'\n"
-        "    def __init__(self, name):\n"
-        "        StrPrinter.__init__(self)\n"
-        "g = P('__globals__').parenthesize(json.loads, 0)\n"
-        "b = g.get('__builtins__')\n"
-        "b.get('eval')({payload!r}, {{'__builtins__': b}})\n"
-        "print('escaped')\n",
-        ("printmethod", "Printer", "StrPrinter", "__getattribute__", "__globals__", "str"),
-    ),
-    (
-        # The same gadget on a module: a module's __getattribute__ reads its globals, so
-        # any allowed module hands over '__builtins__' (the real builtins dict).
-        "printer-printmethod-module-builtins",
-        "import json\n"
-        "from sympy.printing.str import StrPrinter\n"
-        "class P(str, StrPrinter):\n"
-        "    printmethod = '__getattribute__'\n"
-        "    def __init__(self, name):\n"
-        "        StrPrinter.__init__(self)\n"
-        "    def grab(self, obj):\n"
-        "        return self.parenthesize(obj, -1)\n"
-        "b = P('__builtins__').grab(json)\n"
-        "b.get('exec')({payload!r}, {{'__builtins__': b}})\n"
-        "print('escaped')\n",
-        ("printmethod", "Printer", "StrPrinter", "__getattribute__", "__builtins__", "str"),
-    ),
-]
-
-
-@pytest.mark.parametrize(("code", "names"), [c[1:] for c in SECOND_REVIEW_ESCAPES],
-                         ids=[c[0] for c in SECOND_REVIEW_ESCAPES])
-def test_second_review_escapes_are_denied(restricted, markers, code, names):
-    marker = markers / "pwned"
-    source = code.format(payload=_os_system_source(marker), marker=str(marker))
-    r = attack(restricted, source)
-    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
-    assert_denied(r, names)
-    assert "escaped" not in r.stdout, r.stdout
-
-
-def test_findroot_solver_callback_does_not_receive_the_mpmath_context(restricted):
-    # nsolve passes its keyword arguments to mpmath.findroot, which calls a class given as
-    # `solver=` with mpmath's own context (mpmath.ctx_mp.MPContext: its identify() evals
-    # strings). Attribute access refuses that object; a callback argument is not checked,
-    # and list.pop() hands it back out unchecked too.
-    code = (
-        "import sympy\n"
-        "x = sympy.Symbol('x')\n"
-        "box = []\n"
-        "class S:\n"
-        "    def __init__(self, ctx, f, x0, **kw):\n"
-        "        box.append(ctx)\n"
-        "        self.x0 = x0\n"
-        "    def __iter__(self):\n"
-        "        yield self.x0, 0\n"
-        "try:\n"
-        "    sympy.nsolve(x - 2, x, 1, solver=S, verify=False)\n"
-        "except Exception:\n"
-        "    pass\n"
-        "ctx = box.pop()\n"
-        "print(type(ctx))\n"
-    )
-    r = attack(restricted, code)
-    assert_denied(r, ("solver", "findroot", "nsolve", "mpmath", "ctx_mp", "MPContext"))
-    assert "MPContext" not in r.stdout, r.stdout
-
-
-# --- escapes found in the third review ---------------------------------------------------
-#
-# Library code that calls a user-defined special method (__setattr__, __getattr__, or a
-# plain method such as update()) hands it values the guards never see. functools'
-# update_wrapper/wraps read attributes with the real getattr (names from `assigned=` and
-# `updated=`, or by default `__dict__`) and pass them to the wrapper's __setattr__ or to
-# `getattr(wrapper, '__dict__').update(...)`: a module's globals, so the real builtins,
-# real __import__ and real setattr. With those, the worker's own modules are reachable:
-# flipping `runner.worker.audit._busy` turns the audit hook off, and os.system runs.
-
-_REAL_BUILTINS_THEN_SYSTEM = (
-    "imp, ga, sa = b.get('__import__'), b.get('getattr'), b.get('setattr')\n"
-    "sa(imp('runner.worker.audit', None, None, ['x']), '_busy', True)\n"
-    "ga(imp('os'), 'system')('touch {marker}')\n"
-    "print('escaped')\n"
-)
-
-THIRD_REVIEW_ESCAPES = [
-    (
-        # `assigned=('__globals__',)`: update_wrapper does getattr(json.loads, '__globals__')
-        # and setattr(wrapper, '__globals__', value); the user's __setattr__ gets the dict.
-        "update_wrapper-assigned-globals-to-user-setattr",
-        "import functools, json\n"
-        "box = []\n"
-        "class W:\n"
-        "    def __setattr__(self, name, value):\n"
-        "        if name == '__globals__':\n"
-        "            box.append(value.get('__builtins__'))\n"
-        "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
-        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
-    ),
-    (
-        # The same through functools.wraps.
-        "wraps-assigned-globals-to-user-setattr",
-        "import functools, json\n"
-        "box = []\n"
-        "class W:\n"
-        "    def __setattr__(self, name, value):\n"
-        "        if name == '__globals__':\n"
-        "            box.append(value.get('__builtins__'))\n"
-        "functools.wraps(json.loads, assigned=('__globals__',), updated=())(W())\n"
-        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
-    ),
-    (
-        # Default arguments are enough: WRAPPER_UPDATES is ('__dict__',), so
-        # getattr(wrapper, '__dict__').update(getattr(json, '__dict__')) hands the module's
-        # globals to an update() the user wrote (a __slots__ class answers __dict__ from
-        # __getattr__).
-        "update_wrapper-default-updated-module-dict",
-        "import functools, json\n"
-        "box = []\n"
-        "class D:\n"
-        "    def update(self, d):\n"
-        "        box.append(d.get('__builtins__'))\n"
-        "class W:\n"
-        "    __slots__ = ()\n"
-        "    def __getattr__(self, name):\n"
-        "        return D()\n"
-        "    def __setattr__(self, name, value):\n"
-        "        pass\n"
-        "functools.update_wrapper(W(), json)\n"
-        "b = box.pop()\n" + _REAL_BUILTINS_THEN_SYSTEM,
-    ),
-]
-
-_THIRD_REVIEW_NAMES = ("update_wrapper", "wraps", "functools", "__globals__", "__dict__",
-                       "__setattr__", "assigned", "updated", "__builtins__", "update")
-
-
-@pytest.mark.parametrize("code", [c[1] for c in THIRD_REVIEW_ESCAPES], ids=[c[0] for c in THIRD_REVIEW_ESCAPES])
-def test_third_review_escapes_are_denied(restricted, markers, code):
-    marker = markers / "pwned"
-    r = attack(restricted, code.format(marker=str(marker)))
-    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
-    assert_denied(r, _THIRD_REVIEW_NAMES)
-    assert "escaped" not in r.stdout, r.stdout
-
-
-def test_function_call_cannot_use_the_update_wrapper_escape(restricted, markers):
-    # The same escape inside a FunctionSpec body, through Sandbox.call.
-    from runner.functions import FunctionSpec
-
-    marker = markers / "pwned"
-    body = THIRD_REVIEW_ESCAPES[0][1].format(marker=str(marker))
-    code = "def add(x: int, y: int) -> int:\n" + "".join(
-        f"    {line}\n" for line in body.splitlines()) + "    return x + y\n"
-    spec = FunctionSpec(name="add", description="Add two integers.", code=code, parameters={
-        "type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
-        "required": ["x", "y"]})
-    r = restricted.call(spec, {"x": 1, "y": 2})
-    assert list(markers.iterdir()) == [], f"the escape ran: a marker file appeared ({_describe(r)})"
-    assert_denied(r, _THIRD_REVIEW_NAMES)
-
-
-def test_session_block_cannot_disable_the_guards_of_later_blocks(restricted):
-    # One block replaces the policy's deny with a no-op (real builtins from the
-    # update_wrapper gadget); every later block of the session then runs unguarded.
-    plant = (
-        "import functools, json\n"
-        "box = []\n"
-        "class W:\n"
-        "    def __setattr__(self, name, value):\n"
-        "        if name == '__globals__':\n"
-        "            box.append(value.get('__builtins__'))\n"
-        "functools.update_wrapper(W(), json.loads, assigned=('__globals__',), updated=())\n"
-        "b = box.pop()\n"
-        "g = b.get('__import__')('runner.worker.policy.refusals', None, None, ['x'])\n"
-        "b.get('setattr')(g, 'deny', lambda *a, **k: None)\n"
-        "print('planted')\n"
-    )
-    walk = "o = getattr(getattr((), '__class__'), '__base__')\nprint(len(getattr(o, '__subclasses__')()))\n"
-    with restricted.session() as session:
-        first = session.run(plant)
-        second = session.run(walk)
-    assert first.status == Status.DENIED, _describe(first)
-    assert "planted" not in first.stdout, first.stdout
-    assert_denied(second, ("__class__",))
-
-
-def test_real_type_is_not_reachable_through_type_of_a_class(restricted):
-    # type(int) is the real `type`: three-argument class creation without
-    # _guarded_build_class, so a class that is both a str and a library class (the
-    # gadget behind the printmethod escapes) can be built anyway.
-    code = (
-        "from sympy.printing.str import StrPrinter\n"
-        "T = type(int)\n"
-        "P = T('P', (str, StrPrinter), {})\n"
-        "print('built', P.mro())\n"
-    )
-    r = attack(restricted, code)
-    assert_denied(r, ("type", "StrPrinter", "str", "class"))
-    assert "built" not in r.stdout, r.stdout
-
-
-# --- problems found in the fifth review --------------------------------------------------
-#
-# Not escapes: ways for user code to make a run's result (or its log record) wrong, or to
-# clear the record of its own refusals.
-
-
-def test_exception_whose_str_raises_is_an_error_not_a_crash(restricted):
-    # describe_exception calls str(exc) unguarded; the exception that raises escapes
-    # run_request, and child_main's handler calls str() on it again, so it escapes
-    # child_main too and unwinds through the zygote's own frames in the child: a
-    # "crashed" run whose stderr shows the worker's internal traceback and host paths.
-    code = (
-        "class E(Exception):\n"
-        "    def __str__(self):\n"
-        "        raise E()\n"
-        "raise E()\n"
-    )
-    r = attack(restricted, code)
-    assert r.status == Status.ERROR, _describe(r)
-    assert r.error is not None and r.error.type == "E", _describe(r)
-    for leak in ("runner/worker", "zygote", "child_main", "serve("):
-        assert leak not in r.stderr, r.stderr
-
-
-def test_long_exception_chain_is_an_error_not_a_crash(restricted):
-    # tracebacks._trim recurses once per __cause__/__context__ link: a chain of a few
-    # thousand exceptions makes describing it a RecursionError, reported as a worker failure.
-    code = (
-        "e = None\n"
-        "for i in range(5000):\n"
-        "    try:\n"
-        "        raise ValueError(i) from e\n"
-        "    except ValueError as x:\n"
-        "        e = x\n"
-        "raise e\n"
-    )
-    r = attack(restricted, code)
-    assert r.status == Status.ERROR, _describe(r)
-    assert r.error is not None and r.error.type == "ValueError", _describe(r)
-
-
-def test_huge_exit_code_does_not_poison_the_log(restricted):
-    # SystemExit(2**70) becomes exit_code=2**70 on the result; SQLite cannot store it, so
-    # the record goes to the spool file, whose import then fails on every later open
-    # (one transaction for the whole spool): this run, and every record spooled after it,
-    # never reach the log.
-    r = attack(restricted, "exit(2**70)")
-    assert r.status == Status.ERROR, _describe(r)
-    assert r.exit_code is not None and -(2**63) <= r.exit_code < 2**63, _describe(r)
-    store = restricted.log_store
-    assert store is not None
-    assert store.get_execution(r.id).result.exit_code == r.exit_code
-
-
-def test_function_returning_a_huge_int_is_not_a_worker_failure(restricted):
-    # to_json_value keeps ints as ints; json.dumps then refuses more than 4300 digits in
-    # the child's _report and the run is reported as "the worker failed".
-    from runner.functions import FunctionSpec
-
-    spec = FunctionSpec(name="big", description="A big number.",
-                        code="def big():\n    return 10**5000\n",
-                        parameters={"type": "object", "properties": {}})
-    r = restricted.call(spec, {})
-    assert r.status == Status.OK, _describe(r)
-
-
-_LAUNDER_PRELUDE = (
-    "try:\n"
-    "    import os\n"
-    "except BaseException as e:\n"
-    "    saved = e\n"
-    "class L(list):\n"
-    "    def __iter__(self):\n"
-    "        raise saved\n"
-)
-
-DENIAL_LAUNDERING = [
-    (
-        # sympy_hardening._Sanitizer.filter checks each global_dict value with check_value,
-        # which iterates a list subclass with the user's own __iter__; re-raising an
-        # earlier Denied there makes filter() pop the *last recorded* denial: the user's
-        # refused `import os`, so the run ends "ok".
-        "parse_expr-global_dict-pops-denial",
-        _LAUNDER_PRELUDE
-        + "from sympy.parsing.sympy_parser import parse_expr\n"
-          "try:\n"
-          "    parse_expr('1', global_dict={'x': L([1])})\n"
-          "except BaseException:\n"
-          "    pass\n"
-          "print('finished')\n",
-    ),
-    (
-        "lambdify-modules-pops-denial",
-        _LAUNDER_PRELUDE
-        + "import sympy\n"
-          "f = sympy.lambdify([], sympy.Integer(3), modules=[{'x': L([1])}, 'math'])\n"
-          "print(f())\n",
-    ),
-]
-
-
-@pytest.mark.parametrize("code", [c[1] for c in DENIAL_LAUNDERING], ids=[c[0] for c in DENIAL_LAUNDERING])
-def test_swallowed_denial_cannot_be_unrecorded(restricted, code):
-    r = attack(restricted, code)
-    assert_denied(r, ("os",))
-
-
-# ---------------------------------------------------------------------------------------
-# Sixth review: library paths to compile/exec, annotations that are values, class
-# factories, imports made on the user's behalf, library internals inherited by user
-# subclasses, refusals during the report, and what the report may contain. Each is
-# closed at its mechanism; these check the payloads and their variants.
-# ---------------------------------------------------------------------------------------
-
-SIXTH_REVIEW = [
-    ("timed setup string",
-     "import sympy\nsympy.utilities.timeutils.timed(lambda: 1, setup='import os')"),
-    ("timed imported", "from sympy.utilities.timeutils import timed"),
-    ("timed from the star import",
-     "from sympy import *\ntimed(lambda: 1, setup='import os')"),
-    ("sympy test suite", "import sympy.core.tests.test_basic"),
-    ("sympy testing", "import sympy.testing.runtests"),
-    ("benchmarks", "import sympy.polys.benchmarks"),
-    ("annotation held in a variable",
-     "import functools\nS = 'int'\n@functools.singledispatch\ndef f(x):\n    return 0\n"
-     "def g(x: S):\n    return 1\nf.register(g)"),
-    ("return annotation in a variable", "S = 'int'\ndef g(x) -> S:\n    return 1"),
-    ("class annotation in a variable", "S = 'os.system'\nclass C:\n    x: S"),
-    ("generic annotation with a string", "S = list['os']\ndef g(x: S):\n    return 1"),
-    ("postponed annotations", "from __future__ import annotations\ndef g(x: int):\n    return 1"),
-    ("class factory with dunders",
-     "import sympy\nF = sympy.Function('F', **{'__annotations__': {'x': 'int'}, '__globals__': {}})"),
-    ("class factory with a dunder keyword", "import sympy\nF = sympy.Function('F', __module__='__main__')"),
-    ("dunder keywords to any call", "d = dict(**{'__class__': 1})"),
-    ("library helper inherited by a user subclass",
-     "from sympy.printing.str import StrPrinter\nclass P(StrPrinter):\n    pass\n"
-     "p = P()\nprint(p._print_Symbol)"),
-    ("library private data through a user subclass of a library class",
-     "import sympy\nclass S(sympy.Symbol):\n    pass\ns = S('x')\nprint(s._assumptions)"),
-    ("sample imports a module by name",
-     "import sympy\nfrom sympy.stats import Normal, sample\nX = Normal('X', 0, 1)\n"
-     "sample(X, library='this')"),
-]
-
-
-@pytest.mark.parametrize("code", [c[1] for c in SIXTH_REVIEW], ids=[c[0] for c in SIXTH_REVIEW])
-def test_sixth_review_escapes_are_refused(restricted, code):
-    r = attack(restricted, code)
-    if "library='this'" in code:
-        # The import sympy makes on the user's behalf finds nothing: sympy says so.
-        assert r.status == Status.ERROR and "this" in r.error.message, _describe(r)
-    else:
-        assert r.status == Status.DENIED, _describe(r)
-    # `this` prints the Zen of Python when it is imported: it never was.
-    assert "Beautiful is better" not in r.stdout + r.stderr, _describe(r)
 
 
 def test_user_private_names_still_work(restricted):
@@ -1484,69 +1045,3 @@ def test_user_private_names_still_work(restricted):
     r = restricted.run(code)
     assert r.status == Status.OK, _describe(r)
     assert r.stdout == "5 False\nown\n{'x': 1, 'y': 2}\n1.0\n", _describe(r)
-
-
-def test_a_refusal_while_the_result_is_encoded_is_recorded(restricted):
-    """A returned object's __repr__ runs after the function returned, while the child
-    encodes the result: a refusal there still makes the run `denied`."""
-    from runner.types import ExecutionRequest, FunctionCall
-
-    code = ("class Sneaky:\n    def __repr__(self):\n        import os\n        return 'x'\n"
-            "def f():\n    return Sneaky()\n")
-    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
-    assert r.status == Status.DENIED and "os" in r.error.message, _describe(r)
-    assert restricted.run("print(2)").stdout == "2\n"
-
-
-@pytest.mark.parametrize(("code", "expected"), [
-    ("class Liar(int):\n    def bit_length(self):\n        return 1\n"
-     "    def __index__(self):\n        raise RuntimeError\ndef f():\n    return Liar(7)", 7),
-    ("import decimal\ndef f():\n    return decimal.Decimal('NaN')", "nan"),
-    ("import decimal\ndef f():\n    return decimal.Decimal('-Infinity')", "-inf"),
-    ("import sympy\ndef f():\n    return sympy.oo", "oo"),
-    ("def f():\n    return float('nan')", "nan"),
-])
-def test_return_values_are_always_json(restricted, code, expected):
-    from runner.types import ExecutionRequest, FunctionCall
-
-    r = restricted.execute(ExecutionRequest(code=code, call=FunctionCall(name="f")))
-    assert r.status == Status.OK and r.return_value == expected, _describe(r)
-    import json
-
-    json.loads(json.dumps(r.to_json_dict(), allow_nan=False))
-
-
-def test_a_huge_exception_message_is_an_error_cut_to_size(restricted):
-    r = attack(restricted, "raise ValueError('x' * (40 * 1024 * 1024))",
-               Limits(memory_mb=1024, timeout_s=20))
-    assert r.status == Status.ERROR and r.error.type == "ValueError", _describe(r)
-    assert len(r.error.message) < 100_000 and "more characters cut" in r.error.message
-
-
-def test_a_nul_byte_in_the_code_is_an_error(restricted):
-    r = attack(restricted, "print(1)\x00")
-    assert r.status == Status.ERROR and r.error.type == "SyntaxError", _describe(r)
-
-
-def test_a_byte_order_mark_is_accepted(restricted):
-    r = restricted.run("\ufeffprint('bom')")
-    assert r.status == Status.OK and r.stdout == "bom\n", _describe(r)
-
-
-def test_raise_memory_error_is_an_error_not_the_memory_limit(restricted):
-    r = restricted.run("raise MemoryError('my own')")
-    assert r.status == Status.ERROR and r.error.type == "MemoryError", _describe(r)
-    real = restricted.run("x = bytearray(8 * 1024 ** 3)", limits=Limits(memory_mb=64))
-    assert real.status == Status.MEMORY_LIMIT, _describe(real)
-
-
-def test_policy_objects_are_out_of_reach_in_a_session(restricted):
-    with restricted.session() as s:
-        for code in ("getattr.__self__", "getattr.__func__", "print(_getattr_)",
-                     "print(__builtins__)", "import sys", "type(getattr)",
-                     "[c for c in ().__class__.__base__.__subclasses__()]"):
-            r = s.run(code)
-            assert r.status == Status.DENIED or (r.status == Status.OK and "Guards" not in r.stdout), \
-                f"{code}: {_describe(r)}"
-        r = s.run("x = 1\nprint(x)")
-        assert r.status == Status.OK and r.stdout == "1\n"

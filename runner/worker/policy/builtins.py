@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import builtins
 import sys
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .checks import TYPE_NAME, module_name
+from .checks import TYPE_MRO, TYPE_NAME, is_metaclass, module_name
 from .names import RESERVED_PRIVATE_NAMES
 from .refusals import deny
 
@@ -88,25 +89,40 @@ def make_builtins(guards: Guards) -> dict[str, Any]:
     policy = guards.policy
 
     def build_class(func: Any, name: str, *bases: Any, **kwargs: Any) -> Any:
-        """Class statements, minus what they could mix: a class that is both a builtin
-        value (a str, say) and a library class can be handed to library code that uses
-        it as data (an attribute name) and as an object at once; a value-only package's
-        classes may be used, not subclassed; no metaclass."""
-        value_bases = [b for b in bases if isinstance(b, type) and issubclass(b, _VALUE_TYPES)
-                       and b.__module__ == "builtins"]
-        library_bases = [b for b in bases if isinstance(b, type)
-                         and b.__module__ not in ("builtins", "__main__")]
+        """Class statements, minus what they could mix or make: bases are resolved once
+        (`__mro_entries__` asked once, here) and the class is built from exactly those;
+        no metaclass, no class deriving from one (or from `type`); a class that is both a
+        builtin value (a str, say) and a library class could be handed to library code
+        that uses it as data (an attribute name) and as an object at once; a value-only
+        package's classes may be used, not subclassed; every special method the body
+        defines is the user's own code (the interpreter calls it implicitly)."""
+        resolved = types.resolve_bases(bases)
+        for base in resolved:
+            if isinstance(base, type) and (base is type or is_metaclass(base)):
+                deny(f"class {name} may not derive from a metaclass in the restricted backend")
+        # Along each base's whole MRO: `class T(str)` then `class P(T, LibraryClass)`.
+        ancestors = [klass for base in resolved if isinstance(base, type)
+                     for klass in TYPE_MRO.__get__(base, type)]
+        value_bases = [b for b in ancestors if b in _VALUE_TYPES]
+        library_bases = [b for b in ancestors if b.__module__ not in ("builtins", "__main__")]
         if value_bases and library_bases:
             deny(f"class {name} may not derive from both {value_bases[0].__name__} and the "
                  f"library class {library_bases[0].__name__}")
-        for base in bases:
+        for base in resolved:
             module = module_name(base) if isinstance(base, type) else ""
             if policy.value_only_module(module):
                 deny(f"class {name} may not derive from {TYPE_NAME.__get__(base, type)} of "
                      f"'{module}': its values may be used, but its classes not subclassed")
         if kwargs.get("metaclass", type) is not type:  # RestrictedPython passes `type` itself
             deny(f"class {name}: metaclasses are not allowed in the restricted backend")
-        return builtins.__build_class__(func, name, *bases, **kwargs)
+        cls = builtins.__build_class__(func, name, *resolved, **kwargs)
+        if isinstance(cls, type):
+            if is_metaclass(cls):
+                deny(f"class {name} is a metaclass, which the restricted backend does not allow")
+            check_class_body(cls)
+        return cls
+
+    from .guards import check_class_body
 
     table: dict[str, Any] = {name: getattr(builtins, name) for name in _PLAIN_BUILTINS}
     for name, value in vars(builtins).items():

@@ -86,6 +86,17 @@ def defining_module(obj: Any) -> str:
     return name if type(name) is str else ""
 
 
+def function_module(function: Any) -> str:
+    """The module a (bound method's) function comes from; "" when it cannot be told."""
+    try:
+        name = function.__module__
+    except Exception:
+        return ""
+    if type(name) is str:
+        return name
+    return defining_module(function)
+
+
 def describe(obj: Any) -> str:
     if isinstance(obj, types.ModuleType):
         return f"module '{obj.__name__}'"
@@ -143,10 +154,11 @@ class ValueRule:
         if self._by_class.get(kind):
             return value
         if kind is types.MethodType:
-            # A bound method belongs where its object belongs: an instance of a class
-            # already judged needs no second look.
+            # A bound method of an instance of a class already judged, whose function
+            # comes from a module that may be used, needs no second look.
             owner = value.__self__
-            if not isinstance(owner, (type, types.ModuleType)) and self._by_class.get(type(owner)):
+            if not isinstance(owner, (type, types.ModuleType)) and self._by_class.get(type(owner)) \
+                    and self.policy.module_usable(function_module(value.__func__)):
                 return value
         if kind is types.ModuleType or isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", "?")
@@ -173,6 +185,11 @@ class ValueRule:
             refuse(f"{where} is a metaclass ('{TYPE_NAME.__get__(value, type)}'); making "
                    "classes by calling one is not allowed in the restricted backend (write a "
                    "class statement)")
+        if kind is types.MethodType and not self.policy.module_usable(function_module(value.__func__)):
+            # Bound to an allowed object, but the function is another module's (a library
+            # class inheriting from one the policy does not allow).
+            refuse(f"{where} is a method from '{function_module(value.__func__) or 'an unknown module'}', "
+                   "which the restricted backend does not allow")
         module = defining_module(value)
         if not self.policy.module_usable(module):
             refuse(f"{where} comes from '{module or 'an unknown module'}', which the restricted "

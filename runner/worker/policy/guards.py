@@ -27,6 +27,7 @@ from .checks import PLAIN_TYPES, ValueRule, describe
 from .modules import Policy
 from .names import LAZY_IMPORTS, SAFE_DUNDER_ATTRIBUTES, SPECIAL_METHOD_NAMES, is_private_name
 from .refusals import deny
+from .transformer import is_policy_function
 
 # Iterables whose items are plain by construction. A list, tuple or dict is not: what it
 # holds may be nested deeper than a result's scan goes, or put there by a library later.
@@ -105,6 +106,65 @@ class LibraryObjectWrite:
         target = object.__getattribute__(self, "_target")
         guards = object.__getattribute__(self, "_guards")
         delattr(target, guards.check_write_name(target, name))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        object.__getattribute__(self, "_target")[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del object.__getattribute__(self, "_target")[key]
+
+
+# Dunder attributes of a class that hold data, which the interpreter never calls.
+_CLASS_DATA_DUNDERS = frozenset({"__module__", "__qualname__", "__doc__", "__slots__",
+                                 "__annotations__", "__match_args__", "__orig_bases__",
+                                 "__dict__", "__weakref__", "__firstlineno__",
+                                 "__static_attributes__", "__classcell__"})
+
+
+def special_method_allowed(name: str, value: Any) -> bool:
+    """A class's special method (`__neg__`, `__enter__`, `__eq__`, ...) is called by the
+    interpreter, and what it returns reaches user code unchecked (`-x`, `with x as y`,
+    `x == y`): on a user class it must be the user's own code, a function the policy
+    compiled (or None, or static/class methods and properties of such functions)."""
+    if not (name.startswith("__") and name.endswith("__")) or name in _CLASS_DATA_DUNDERS:
+        return True
+    if value is None or is_policy_function(value):
+        return True
+    if isinstance(value, (staticmethod, classmethod)):
+        return is_policy_function(value.__func__)
+    if isinstance(value, property):
+        return all(part is None or is_policy_function(part)
+                   for part in (value.fget, value.fset, value.fdel))
+    return False
+
+
+def check_class_body(cls: type) -> None:
+    """Every special method a class statement defined is the user's own code."""
+    for name, value in list(_CLASS_DICT.__get__(cls, type).items()):
+        if not special_method_allowed(name, value):
+            deny(f"class {cls.__name__}: its special method {name} must be a function defined "
+                 "in the code (not a library callable) in the restricted backend")
+
+
+class UserClassWrite:
+    """What `_write_` hands the compiled assignment for a user's class: special methods
+    must be the user's own functions (the interpreter calls them implicitly)."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: type) -> None:
+        object.__setattr__(self, "_target", target)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        target = object.__getattribute__(self, "_target")
+        name = exact_str(name)
+        if not special_method_allowed(name, value):
+            deny(f"setting {name} of class {target.__name__} to something other than a function "
+                 "defined in the code is not allowed in the restricted backend")
+        setattr(target, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(object.__getattribute__(self, "_target"), exact_str(name))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         object.__getattribute__(self, "_target")[key] = value
@@ -192,6 +252,16 @@ class Guards:
                 self.values.check(value, "an argument")
         return self.check_result(function(*args, **kwargs))
 
+    def decorate(self, decorator: Any) -> Callable[[Any], Any]:
+        """`@decorator`: applying it is a call, its result checked like any call's."""
+        def apply(target: Any) -> Any:
+            return self.check_result(decorator(target))
+        return apply
+
+    def with_(self, manager: Any) -> Any:
+        """`with manager as x`: x gets what __enter__ returns, checked."""
+        return CheckedContext(manager, self)
+
     def annotation(self, value: Any) -> Any:
         """Annotations are evaluated as code when they are strings (typing.get_type_hints,
         which functools.singledispatch calls): an annotation must be the type itself."""
@@ -254,6 +324,8 @@ class Guards:
         if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)) and \
                 getattr(obj, "__module__", None) != "__main__":
             deny(f"changing the function '{getattr(obj, '__qualname__', '?')}' is not allowed")
+        if isinstance(obj, type):
+            return UserClassWrite(obj)  # a user's class (a library's was refused above)
         if type(obj) in _WRITABLE_CONTAINERS or owned_by_user(obj):
             return obj
         # A library's object: `obj.name = value` (which reaches here without the name)
@@ -273,8 +345,8 @@ class Guards:
         return name
 
     def setattr(self, obj: Any, name: str, value: Any) -> None:
-        self.write(obj)  # refuses modules, library classes and functions
-        setattr(obj, self.check_write_name(obj, name), value)
+        setattr(self.write(obj), self.check_write_name(obj, name), value)  # write() refuses
+        # modules, library classes and functions, and checks a user class's special methods
 
     def delattr(self, obj: Any, name: str) -> None:
         self.write(obj)
@@ -282,8 +354,7 @@ class Guards:
 
     def inplace_attr(self, obj: Any, name: str, op: str, value: Any) -> None:
         current = self.getattr(obj, name)
-        self.write(obj)
-        setattr(obj, self.check_write_name(obj, name), inplacevar(op, current, value))
+        setattr(self.write(obj), self.check_write_name(obj, name), inplacevar(op, current, value))
 
     def inplace_item(self, obj: Any, key: Any, op: str, value: Any) -> None:
         current = self.getitem(obj, key)
@@ -308,9 +379,11 @@ class Guards:
             deny(f"import of '{name}' is not allowed in the restricted backend{hint}; "
                  f"allowed modules: {self.policy.allowed_text()}; use the docker backend "
                  "(--backend docker) for anything else")
-        module = builtins.__import__(name, None, None, fromlist, 0)
         if not fromlist:
-            return module
+            return builtins.__import__(name, None, None, (), 0)
+        # The package alone first: the real __import__ would import every name of the
+        # fromlist that is a submodule, allowed or not, before we could look at it.
+        builtins.__import__(name, None, None, (), 0)
         target = sys.modules[name]
         if "*" in fromlist:
             return self.star_facade(target)
@@ -330,8 +403,9 @@ class Guards:
                 if not self.policy.module_allowed(submodule):
                     deny(f"import of '{submodule}' is not allowed in the restricted backend; "
                          f"allowed modules: {self.policy.allowed_text()}")
-                value = sys.modules.get(submodule)
-                if value is None:
+                try:
+                    value = builtins.__import__(submodule, None, None, ("__name__",), 0)
+                except ModuleNotFoundError:
                     continue  # Python reports the ImportError itself
             setattr(facade, item, value)
         return facade
@@ -412,6 +486,22 @@ class Guards:
 
         fmt: Callable[..., str] = format_ if name == "format" else format_map
         return partial(fmt, obj) if isinstance(obj, str) else fmt
+
+
+class CheckedContext:
+    """A context manager whose __enter__ result goes through the value check."""
+
+    __slots__ = ("_guards", "_manager")
+
+    def __init__(self, manager: Any, guards: Guards) -> None:
+        self._manager = manager
+        self._guards = guards
+
+    def __enter__(self) -> Any:
+        return self._guards.check_result(type(self._manager).__enter__(self._manager))
+
+    def __exit__(self, *details: Any) -> Any:
+        return type(self._manager).__exit__(self._manager, *details)
 
 
 def _holds_text(value: Any, depth: int) -> bool:

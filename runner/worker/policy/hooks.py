@@ -34,7 +34,8 @@ def hook_values(guards: Guards, namespace: dict[str, Any]) -> tuple[Any, ...]:
         "_annotation_": guards.annotation, "_enter_": guards.enter,
         "_lambda_": guards.check_lambda_arguments,
         "_import_star_": partial(guards.import_star, namespace), "__metaclass__": type,
-        "_type_": type, "_plain_": PLAIN_TYPES,
+        "_type_": type, "_plain_": PLAIN_TYPES, "_decorate_": guards.decorate,
+        "_with_": guards.with_,
     }
     return tuple(values[name] for name in HOOK_NAMES)
 

@@ -21,6 +21,9 @@ DANGEROUS_OBJECTS = (
     builtins.compile, builtins.open, builtins.__import__, builtins.globals, builtins.locals,
     builtins.vars, builtins.breakpoint, builtins.input, operator.attrgetter,
     operator.methodcaller, importlib.import_module,
+    # The real `type` (a library value may be it): three arguments make a class without a
+    # class statement's checks. User code's `type` is the guarded one.
+    builtins.type,
 )
 
 

@@ -24,6 +24,7 @@ import annotations`. Stdlib only (and RestrictedPython).
 from __future__ import annotations
 
 import ast
+import types
 from typing import Any, cast
 
 from RestrictedPython.compile import CompileResult
@@ -44,7 +45,7 @@ HOOK_NAMES: tuple[str, ...] = (
     "_getattr_", "_getitem_", "_getiter_", "_iter_unpack_sequence_", "_unpack_sequence_",
     "_write_", "_print_", "_inplacevar_", "_inplace_attr_", "_inplace_item_", "_apply_",
     "_result_", "_annotation_", "_enter_", "_lambda_", "_import_star_", "__metaclass__",
-    "_type_", "_plain_",
+    "_type_", "_plain_", "_decorate_", "_with_",
 )
 EXPRESSION_CODE_NAME = "<expression>"
 
@@ -126,10 +127,30 @@ class SandboxTransformer(RestrictingNodeTransformer):
         return super().visit_ImportFrom(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> Any:
-        return _check_entry(_guard_annotations(super().visit_FunctionDef(node)))
+        return _checked_decorators(_check_entry(_guard_annotations(super().visit_FunctionDef(node))))
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> Any:
-        return _check_entry(_guard_annotations(super().visit_AsyncFunctionDef(node)))
+        return _checked_decorators(
+            _check_entry(_guard_annotations(super().visit_AsyncFunctionDef(node))))
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> Any:
+        return _checked_decorators(super().visit_ClassDef(node))
+
+    def visit_With(self, node: ast.With) -> Any:
+        # `with A as x`: what A's __enter__ returns reaches x through the value check.
+        new = super().visit_With(node)
+        if isinstance(new, ast.With):
+            for item in new.items:
+                if item.optional_vars is not None:
+                    item.context_expr = _call("_with_", [item.context_expr], item.context_expr)
+        return new
+
+    def visit_Yield(self, node: ast.Yield) -> Any:
+        # What is sent into a generator (a library may send anything) is a value it gets.
+        return _call("_result_", [cast(ast.expr, super().visit_Yield(node))], node)
+
+    def visit_YieldFrom(self, node: ast.YieldFrom) -> Any:
+        return _call("_result_", [cast(ast.expr, super().visit_YieldFrom(node))], node)
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:
         new = super().visit_Lambda(node)
@@ -200,6 +221,15 @@ class SandboxTransformer(RestrictingNodeTransformer):
         copy_locations(new, node)
         ast.fix_missing_locations(new)
         return new
+
+
+def _checked_decorators(node: Any) -> Any:
+    """`@d` becomes `@_decorate_(d)`: applying the decorator is a call whose result the
+    code then holds, so it goes through the value check like any call's."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        node.decorator_list = [_call("_decorate_", [decorator], decorator)
+                               for decorator in node.decorator_list]
+    return node
 
 
 def _not_plain(name: str) -> ast.Compare:
@@ -418,6 +448,29 @@ def wrap_module(tree: ast.Module) -> tuple[ast.Module, list[str]]:
     return ast.fix_missing_locations(module), problems
 
 
+# Every code object compiled under the policy in this process (kept alive, so an id stays
+# its code's): a function whose code is one of them is the user's own code, whatever its
+# `__module__` says (a library decorator's real functools.wraps copies that).
+_POLICY_CODE: dict[int, types.CodeType] = {}
+
+
+def _remember(code: types.CodeType) -> None:
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        _POLICY_CODE[id(current)] = current
+        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+
+
+def is_policy_function(value: Any) -> bool:
+    """A function whose code the policy compiled (user code, or code a library generated
+    and the policy compiled: lambdify's, parse_expr's)."""
+    if type(value) is not types.FunctionType:
+        return False
+    code = value.__code__
+    return _POLICY_CODE.get(id(code)) is code
+
+
 def compile_user_code(source: str | ast.Module, filename: str, *,
                       bound_elsewhere: frozenset[str] = frozenset()) -> CompileResult:
     """Compile a module's code under the policy, as a function of the hooks (hooks.py
@@ -440,6 +493,7 @@ def compile_user_code(source: str | ast.Module, filename: str, *,
     # import annotations` of the module that calls compile(), which turns every annotation
     # of user code into a string that typing later evaluates.
     code = compile(wrapped, filename, "exec", dont_inherit=True)
+    _remember(code)
     return CompileResult(code, (), warnings, used_names)
 
 
@@ -461,4 +515,5 @@ def compile_user_expression(source: str | ast.Expression, filename: str = "<stri
     module = ast.fix_missing_locations(
         ast.Module(body=[_as_function(body, EXPRESSION_CODE_NAME)], type_ignores=[]))
     code = compile(module, filename, "exec", dont_inherit=True)
+    _remember(code)
     return CompileResult(code, (), warnings, used_names)

@@ -77,6 +77,14 @@ def refused() -> Iterable[tuple[Any, str]]:
     calls = ("it calls an attribute the caller names on any object, which is how a policy "
              "is walked around; sympy's own classes use it, user code needs it not")
     yield decorators.call_highest_priority, f"sympy's call_highest_priority(): {calls}"
+    parser = importlib.import_module("sympy.parsing.sympy_parser")
+    yield parser.AppliedFunction, ("sympy's AppliedFunction: its item access reads any attribute "
+                                   "its `items` name, with the real getattr; it is the "
+                                   "parser's own token, user code needs it not")
+    operations = importlib.import_module("sympy.core.operations")
+    yield operations.AssocOpDispatcher, ("sympy's AssocOpDispatcher(name): it walks a dotted "
+                                         "attribute path built from the name it is given; "
+                                         "sympy's own Add and Mul use it, user code needs it not")
 
 
 class Sanitizer:
