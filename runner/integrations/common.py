@@ -24,6 +24,7 @@ from typing import Any
 
 from ..agent.feedback import clip
 from ..errors import ConfigurationError
+from ..functions import FunctionSet
 from ..sandbox import Sandbox
 from ..session import Session
 from ..terminal import sanitize_for_terminal
@@ -54,6 +55,29 @@ def sandbox_for(integration: str, sandbox: Sandbox | None, backend: str,
                                      fix="pass Sandbox(...) or leave it out")
         return sandbox, False
     return Sandbox(backend=backend, source=integration, **dict(options or {})), True
+
+
+def block_limits(sandbox: Sandbox | None, limits: Limits | None, timeout: float | None) -> Limits:
+    """A block's limits: `limits` (else the sandbox's, else the defaults), `timeout` over them."""
+    base = limits if limits is not None else (sandbox.limits if sandbox is not None else Limits())
+    return base.with_overrides(timeout_s=timeout)
+
+
+def functions_source(functions: FunctionSet | None) -> str:
+    """The source that defines a set's functions in a session ("" for none)."""
+    source = "\n\n".join(spec.code.rstrip("\n") for spec in functions or ())
+    return source + "\n" if source else ""
+
+
+def open_blocks(integration: str, sandbox: Sandbox | None, backend: str,
+                backend_options: Mapping[str, Any], *, limits: Limits, packages: Iterable[str],
+                functions: FunctionSet | None) -> tuple[BlockSession, bool]:
+    """An executor's BlockSession (its functions defined first, their packages added), and
+    whether the executor opened its sandbox (and so closes it)."""
+    box, owned = sandbox_for(integration, sandbox, backend, backend_options)
+    wanted = tuple(packages) + tuple(functions.packages if functions is not None else ())
+    return BlockSession(box, integration, limits=limits, packages=tuple(dict.fromkeys(wanted)),
+                        setup_code=functions_source(functions)), owned
 
 
 def is_python(language: str) -> bool:

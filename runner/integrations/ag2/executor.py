@@ -32,11 +32,12 @@ from ..common import (
     DEFAULT_MAX_OUTPUT_CHARS,
     BlockRun,
     BlockSession,
+    block_limits,
     block_output,
     exit_code,
     is_python,
+    open_blocks,
     refusal_text,
-    sandbox_for,
 )
 
 INTEGRATION = "ag2"
@@ -67,10 +68,9 @@ class RunnerCodeExecutor:
         self._sandbox_arg = sandbox
         self._backend = backend
         self._backend_options = backend_options
-        base = limits if limits is not None else (sandbox.limits if sandbox is not None else Limits())
-        self.limits = base.with_overrides(timeout_s=timeout)
+        self.limits = block_limits(sandbox, limits, timeout)
         self.functions = functions
-        self.packages = tuple(packages) + tuple(functions.packages if functions is not None else ())
+        self.packages = tuple(packages)
         self.max_output_chars = max_output_chars
         self._meta = dict(meta or {})
         self._extractor = MarkdownCodeExtractor()
@@ -129,11 +129,9 @@ class RunnerCodeExecutor:
 
     def _session(self) -> BlockSession:
         if self._blocks is None:
-            sandbox, self._owns_sandbox = sandbox_for(INTEGRATION, self._sandbox_arg, self._backend,
-                                                      self._backend_options)
-            setup = "\n\n".join(spec.code.rstrip("\n") for spec in self.functions or ())
-            self._blocks = BlockSession(sandbox, INTEGRATION, limits=self.limits,
-                                        packages=self.packages, setup_code=setup + "\n" if setup else "")
+            self._blocks, self._owns_sandbox = open_blocks(
+                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
+                limits=self.limits, packages=self.packages, functions=self.functions)
         return self._blocks
 
     def close(self) -> None:
