@@ -71,13 +71,13 @@ def functions_source(functions: FunctionSet | None) -> str:
 
 def open_blocks(integration: str, sandbox: Sandbox | None, backend: str,
                 backend_options: Mapping[str, Any], *, limits: Limits, packages: Iterable[str],
-                functions: FunctionSet | None) -> tuple[BlockSession, bool]:
-    """An executor's BlockSession (its functions defined first, their packages added), and
-    whether the executor opened its sandbox (and so closes it)."""
+                functions: FunctionSet | None, preamble: str = "") -> tuple[BlockSession, bool]:
+    """An executor's BlockSession (`preamble` and its functions defined first, their
+    packages added), and whether the executor opened its sandbox (and so closes it)."""
     box, owned = sandbox_for(integration, sandbox, backend, backend_options)
     wanted = tuple(packages) + tuple(functions.packages if functions is not None else ())
     return BlockSession(box, integration, limits=limits, packages=tuple(dict.fromkeys(wanted)),
-                        setup_code=functions_source(functions)), owned
+                        setup_code=preamble + functions_source(functions)), owned
 
 
 def is_python(language: str) -> bool:
@@ -207,18 +207,29 @@ def block_output(result: ExecutionResult, *, setup: ExecutionResult | None = Non
     if setup is not None and setup.status is not Status.OK:
         parts.append(f"Note: defining the session's functions failed, so they are missing: "
                      f"{_problem(setup)}")
-    if result.stdout:
-        parts.append(result.stdout)
-    if result.stderr:
-        parts.append(result.stderr)
+    parts += _printed(result)
+    if result.status is not Status.OK:
+        parts.append(_problem(result))
+    return _shown(parts, result, max_chars)
+
+
+def printed_output(result: ExecutionResult, *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
+    """What the block printed (stdout, then stderr), as a terminal would show it."""
+    return _shown(_printed(result), result, max_chars)
+
+
+def _printed(result: ExecutionResult) -> list[str]:
+    parts = [text for text in (result.stdout, result.stderr) if text]
     if result.stdout_truncated or result.stderr_truncated:
         parts.append(f"Note: the output passed the sandbox's limit of "
                      f"{result.limits.max_output_bytes:,} bytes per stream and was cut there.")
-    if result.status is not Status.OK:
-        parts.append(_problem(result))
-    text, _ = clip("".join(p if p.endswith("\n") else p + "\n" for p in parts).rstrip("\n"),
-                   max_chars, where=f"runner's log (execution {result.id})")
-    return sanitize_for_terminal(text)
+    return parts
+
+
+def _shown(parts: list[str], result: ExecutionResult, max_chars: int) -> str:
+    text = "".join(p if p.endswith("\n") else p + "\n" for p in parts).rstrip("\n")
+    clipped, _ = clip(text, max_chars, where=f"runner's log (execution {result.id})")
+    return sanitize_for_terminal(clipped)
 
 
 def _problem(result: ExecutionResult) -> str:
