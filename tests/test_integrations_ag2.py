@@ -300,3 +300,67 @@ def test_hostile_blocks_give_a_normal_result_and_the_sandbox_stays_usable(sandbo
 def test_control_sequences_reach_the_model_and_terminal_inert(executor):
     result = executor.execute_code_blocks([python(TERMINAL_ATTACK)])
     assert result.exit_code == 0 and "\x1b" not in result.output and "\\x1b]0;pwned" in result.output
+
+
+# -- the example: the notebook's training loop ------------------------------------------------------
+
+LOG_BASE = {"name": "log_base", "description": "The logarithm of x in a base, exact.",
+            "arguments": json.dumps({"x": {"type": "integer"}, "base": {"type": "integer"}}),
+            "packages": "sympy",
+            "code": "def log_base(x, base):\n    from sympy import log, nsimplify\n"
+                    "    return str(nsimplify(log(x, base)))\n"}
+
+
+def notebook_model(body: dict) -> dict | str:
+    """The optimizer proposes log_base once; the assistant computes each logarithm with a
+    block (or, once it is offered, with log_base) and answers in a box."""
+    import re
+
+    messages = body["messages"]
+    tools = [t["function"]["name"] for t in body.get("tools") or []]
+    if "add_function" in tools:
+        if "log_base" in messages[-1]["content"]:
+            return "TERMINATE"
+        return {"content": "", "tool_calls": [FakeOpenAI.call("add_function", LOG_BASE)]}
+    last = messages[-1]
+    if last["role"] == "tool":
+        return f"So the answer is $\\boxed{{{last['content']}}}$."
+    content = last.get("content") or ""
+    if "Correct" in content:
+        return "TERMINATE"
+    found = re.search(r"\\log_(\d)(\d+)", content)
+    if found and "log_base" in tools:
+        return {"content": "", "tool_calls": [FakeOpenAI.call(
+            "log_base", {"x": int(found.group(2)), "base": int(found.group(1))})]}
+    if found:
+        return (f"```python\nfrom sympy import log, simplify\n"
+                f"print(simplify(log({found.group(2)}, {found.group(1)})))\n```")
+    return f"So the answer is $\\boxed{{{content.strip().splitlines()[-1]}}}$."
+
+
+def test_the_agentoptimizer_notebook_example_runs_end_to_end(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "examples" / "ag2_agentoptimizer.py"
+    spec = importlib.util.spec_from_file_location("ag2_agentoptimizer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "learned.json"
+    with FakeOpenAI(responder=notebook_model) as server:
+        after = module.main(["--base-url", server.url, "--model", server.model, "--dataset",
+                             "tests/data/math_sample.jsonl", "--train", "2", "--test", "2",
+                             "--epochs", "1", "--out", str(out)])
+        assert after == 1.0
+        offered = [r for r in server.requests if any(
+            t["function"]["name"] == "log_base" for t in r.get("tools") or [])]
+        assert offered  # the assistant was told of the learned function after the step
+    learned = FunctionSet.load(out, log_store=False)
+    assert learned.names == ["log_base"]
+    with LogStore() as store:
+        calls = [r for r in store.list_executions(source="ag2", limit=None)
+                 if r.meta.get("ag2_function_call") == "log_base"]
+        assert [r.result.return_value for r in calls][::-1] == ["3", "0"]
+        blocks = [r for r in store.list_executions(source="ag2", limit=None) if r.meta.get("mathchat")]
+        assert len(blocks) == 4  # two test problems before training, two training problems
+        logged(store, calls[0].id, "ag2")

@@ -22,7 +22,10 @@ too-long-output notice past 2,000 characters (the log keeps all of it). As MathC
 a bare expression on the block's last line is printed (here by parsing the block, so a
 `;` inside a string is never split).
 
-The agent's other code path (AG2's generic code-execution reply) gets the same executor,
+A reply that calls a function (a learned one: `register_function(function_map=...)`) is
+left to AG2's function- and tool-call replies, which MathChat's reply would otherwise
+answer first. The agent's other code path (AG2's generic code-execution reply) gets the
+same executor,
 so no block of this agent reaches the host whichever path AG2 takes. The keyword arguments
 `sandbox`, `backend`, `timeout`, `limits`, `packages`, `functions` and `executor` (a
 `RunnerCodeExecutor` to share) configure it and are not passed on to AG2.
@@ -68,6 +71,19 @@ class RunnerMathChat:
         if kwargs.get("code_execution_config") is not False:
             kwargs["code_execution_config"] = {"executor": executor}
         super().__init__(*args, **kwargs)
+        # MathChat's reply comes before AG2's function- and tool-call replies and answers
+        # every message; this one lets those replies carry out a learned function's call.
+        for entry in self._reply_func_list:  # type: ignore[attr-defined]
+            if getattr(entry["reply_func"], "__name__", "") == "_generate_math_reply":
+                entry["reply_func"] = RunnerMathChat._math_reply
+
+    def _math_reply(self, messages: list[dict[str, Any]] | None = None, sender: Any = None,
+                    config: Any = None) -> tuple[bool, Any]:
+        """MathChat's reply, except to a function or tool call (AG2's next replies run it)."""
+        last = (messages if messages is not None else self._oai_messages[sender])[-1]  # type: ignore[attr-defined]
+        if last.get("tool_calls") or last.get("function_call"):
+            return False, None
+        return super()._generate_math_reply(messages, sender, config)  # type: ignore[misc, no-any-return]
 
     def execute_one_python_code(self, pycode: str) -> tuple[str, bool]:
         """Run one block once in the problem's session; (what the model reads, success)."""
