@@ -159,3 +159,15 @@ def test_hostile_steps_and_the_sandbox_stays_usable(sandbox, store, name):
                 executor(HOSTILE[name])
             logged(store, failed.value.result.id, "smolagents")
         assert executor("print('still here')").logs == "still here"
+
+
+@pytest.mark.docker
+def test_on_docker_authorized_imports_become_sandbox_packages(store):
+    from conftest import backend_options
+
+    with Sandbox(backend="docker", log_store=store, **backend_options("docker")) as box, \
+            RunnerPythonExecutor(box, additional_authorized_imports=["numpy.linalg", "statistics"],
+                                 timeout=30) as executor:
+        assert executor.packages == ("numpy",)
+        out = executor("import numpy\nfinal_answer(int(numpy.linalg.matrix_rank(numpy.eye(3))))")
+        assert out.is_final_answer and out.output == 3
