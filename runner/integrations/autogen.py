@@ -47,6 +47,8 @@ from .common import (
     refusal_text,
 )
 
+__all__ = ["RunnerCodeExecutor", "RunnerCodeResult"]
+
 INTEGRATION = "autogen"
 
 

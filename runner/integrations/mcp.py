@@ -46,6 +46,8 @@ from ..sandbox import Sandbox
 from ..session import Session
 from .common import integration_meta
 
+__all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
+
 INTEGRATION = "mcp"
 MAX_SESSIONS = 16
 RECENT = 20  # executions listed by runner://executions

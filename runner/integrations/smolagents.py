@@ -66,6 +66,9 @@ from .common import (
     printed_output,
 )
 
+__all__ = ["FINAL_ANSWER_EXCEPTION", "RunnerPythonExecutor", "StepFailed", "authorized_packages",
+           "tool_spec", "variables_code"]
+
 INTEGRATION = "smolagents"
 FINAL_ANSWER_EXCEPTION = "FinalAnswerException"  # smolagents' remote executors' name for it
 _FINAL_ANSWER = f'''\
