@@ -70,6 +70,7 @@ bench: docker-ready
 	$(BIN)/python bench/bench_viewer.py
 	$(BIN)/python bench/bench_math_eval.py
 	$(BIN)/python bench/bench_ray.py
+	$(BIN)/python bench/bench_integrations.py
 
 clean:
 	rm -rf $(VENV) .runner-demo .pytest_cache

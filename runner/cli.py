@@ -331,3 +331,12 @@ def _register_math_commands() -> None:
 
 
 _register_math_commands()
+
+
+def _register_mcp_command() -> None:
+    from .cli_mcp import mcp_command
+
+    main.add_command(mcp_command)
+
+
+_register_mcp_command()

@@ -1,0 +1,64 @@
+"""`runner mcp`: runner as a Model Context Protocol server (runner.integrations.mcp).
+
+stdio by default (what a desktop assistant starts; standard output carries the protocol,
+so everything this command says goes to standard error); `--http` serves streamable HTTP
+at http://HOST:PORT/mcp, on loopback unless told otherwise, with a token off loopback.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .backends.registry import backend_names
+from .cli_options import backend_options, limit, ray_options
+from .errors import ConfigurationError
+from .types import Limits
+
+
+@click.command("mcp")
+@click.option("--http", "use_http", is_flag=True,
+              help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="With --http: the address to listen on. Anything but loopback requires a "
+                   "token (printed once, to standard error).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="With --http: the port (0 picks a free one).")
+@click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
+              help="A function-set file whose functions list_functions and call_function offer.")
+@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+              show_default=True, help="Isolation tier.")
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
+              help="Default wall-clock limit of a run in seconds (default 10; a call may set its own).")
+@click.option("--memory", "memory_mb", type=limit("memory_mb"),
+              help="Default memory limit of a run in MB (default 256).")
+@ray_options
+def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None, backend: str,
+                timeout_s: float | None, memory_mb: int | None, ray_address: str | None,
+                ray_inner: str | None) -> None:
+    """Serve runner's sandbox to MCP clients: run Python, sessions, a function set.
+
+    Every run is logged with source `mcp` (`runner logs list --source mcp`).
+    """
+    if not use_http and (host != "127.0.0.1" or port != 8000):
+        raise click.UsageError("--host and --port go with --http")
+    try:
+        from .integrations.mcp import RunnerMCP, serve_http, serve_stdio
+    except ImportError as exc:
+        raise ConfigurationError(f"the MCP server needs the mcp package ({exc})",
+                                 fix="pip install 'runner[mcp]'") from None
+    from .functions import FunctionSet
+    from .sandbox import Sandbox
+
+    options = backend_options(backend, ray_address, ray_inner)
+    # Reading a file changes no function, so nothing goes to the function history.
+    functions = FunctionSet.load(functions_path, log_store=False) if functions_path else None
+    limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+    with Sandbox(backend=backend, source="mcp", limits=limits, **options) as sandbox:
+        state = RunnerMCP(sandbox, functions)
+        try:
+            if use_http:
+                serve_http(state, host=host, port=port, announce=lambda line: click.echo(line, err=True))
+            else:
+                serve_stdio(state)
+        finally:
+            state.close()

@@ -1,0 +1,150 @@
+"""`RunnerCodeExecutor`: AG2's `CodeExecutor` protocol on a runner session.
+
+    from runner.integrations.ag2 import RunnerCodeExecutor
+    executor = RunnerCodeExecutor(timeout=30)          # or RunnerCodeExecutor(sandbox=sb)
+    agent = ConversableAgent("runner", llm_config=False,
+                             code_execution_config={"executor": executor})
+
+The protocol is the one `autogen.coding.base.CodeExecutor` declares (AG2 0.9 to 0.14:
+`code_extractor`, `execute_code_blocks`, `restart`). Python blocks run in one runner
+session, so variables, imports and functions carry from block to block and from reply to
+reply; `restart` ends it and the next block starts a fresh one. The blocks of one call run
+in order and stop at the first that fails, as AG2's own executors do. A block in another
+language is not run: it gets exit code 1 and "unknown language ...", which tells the model
+to write Python. A block that runs out of time gets exit code 124 and "Timeout" in the
+output (AG2's convention), and never an exception: the agent's loop goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from autogen.coding.base import CodeBlock, CodeResult
+from autogen.coding.markdown_code_extractor import MarkdownCodeExtractor
+from pydantic import Field
+
+from ...functions import FunctionSet
+from ...sandbox import Sandbox
+from ...types import Limits
+from ..common import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    BlockRun,
+    BlockSession,
+    block_limits,
+    block_output,
+    exit_code,
+    is_python,
+    open_blocks,
+    refusal_text,
+)
+
+INTEGRATION = "ag2"
+
+
+class RunnerCodeResult(CodeResult):  # type: ignore[misc]  # AG2 ships no type information
+    """AG2's `CodeResult`, with the ids of the executions in runner's log."""
+
+    execution_ids: list[str] = Field(default_factory=list,
+                                     description="The runner executions of these blocks, in order.")
+
+
+class RunnerCodeExecutor:
+    """Runs AG2's code blocks in runner's sandbox; see the module docstring.
+
+    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
+    opened on first use and closed by `close`). `timeout` (seconds) is each block's
+    wall-clock limit, over `limits` (the session's memory, process and file limits).
+    `packages` are installed for the sandbox (never on the host). `functions`, a
+    `FunctionSet`, are defined in the session before its first block, so blocks call them.
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+                 timeout: float | None = None, limits: Limits | None = None,
+                 packages: Iterable[str] = (), functions: FunctionSet | None = None,
+                 max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
+        self._sandbox_arg = sandbox
+        self._backend = backend
+        self._backend_options = backend_options
+        self.limits = block_limits(sandbox, limits, timeout)
+        self.functions = functions
+        self.packages = tuple(packages)
+        self.max_output_chars = max_output_chars
+        self._meta = dict(meta or {})
+        self._extractor = MarkdownCodeExtractor()
+        self._blocks: BlockSession | None = None
+        self._owns_sandbox = False
+
+    # -- AG2's protocol -------------------------------------------------------------------------
+
+    @property
+    def code_extractor(self) -> MarkdownCodeExtractor:
+        """Markdown fences, as AG2's own executors read them."""
+        return self._extractor
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.timeout_s
+
+    def execute_code_blocks(self, code_blocks: list[CodeBlock]) -> RunnerCodeResult:
+        """Run the blocks in order in the session; stop at the first that fails."""
+        outputs: list[str] = []
+        ids: list[str] = []
+        code = 0
+        for block in code_blocks:
+            if not is_python(block.language):
+                outputs.append(refusal_text(block.language))
+                code = 1
+                break
+            run = self.run_block(block.code)
+            ids.append(run.result.id)
+            outputs.append(block_output(run.result, setup=run.setup, max_chars=self.max_output_chars))
+            code = exit_code(run.result)
+            if code != 0:
+                break
+        return RunnerCodeResult(exit_code=code, output="\n".join(o for o in outputs if o),
+                                execution_ids=ids)
+
+    def restart(self) -> None:
+        """End the session: the next block starts in a fresh one."""
+        if self._blocks is not None:
+            self._blocks.restart()
+
+    # -- runner's side ------------------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._session().sandbox
+
+    @property
+    def session_id(self) -> str | None:
+        """The current runner session (None before the first block and after a restart)."""
+        return self._blocks.session_id if self._blocks is not None else None
+
+    def run_block(self, code: str, *, meta: Mapping[str, Any] | None = None) -> BlockRun:
+        """Run one Python block in the session; its runner result (for MathChat and tools)."""
+        return self._session().run(code, meta={**self._meta, **(meta or {})})
+
+    def _session(self) -> BlockSession:
+        if self._blocks is None:
+            self._blocks, self._owns_sandbox = open_blocks(
+                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
+                limits=self.limits, packages=self.packages, functions=self.functions)
+        return self._blocks
+
+    def close(self) -> None:
+        """End the session, and close the sandbox if this executor opened it."""
+        if self._blocks is not None:
+            self._blocks.close()
+            if self._owns_sandbox:
+                self._blocks.sandbox.close()
+            self._blocks = None
+
+    def __enter__(self) -> RunnerCodeExecutor:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

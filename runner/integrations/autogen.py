@@ -1,0 +1,152 @@
+"""runner in AutoGen 0.7 (`pip install runner[autogen]`): an `autogen_core` `CodeExecutor`.
+
+    from autogen_agentchat.agents import CodeExecutorAgent
+    from runner.integrations.autogen import RunnerCodeExecutor
+
+    executor = RunnerCodeExecutor(timeout=30)      # or RunnerCodeExecutor(sandbox=sb)
+    agent = CodeExecutorAgent("runner", code_executor=executor)   # alone, or in a team
+
+Python blocks run in one runner session (state carries from message to message, like
+AutoGen's Jupyter executors); `restart()` (what an agent's reset calls) starts a fresh
+one. The blocks of a call run in order and stop at the first that fails. The conventions
+are those of AutoGen's local command-line executor, and every outcome is a result, never
+an exception that ends the team's run: a block that runs out of time gets exit code 124
+and "Timeout"; one in another language exit code 1 and "unknown language ..."; a cancelled
+`CancellationToken` returns at once with exit code 125 and "Cancelled". A cancelled block
+is no longer waited for: it runs on in the sandbox until its own time limit (killed from
+outside there, and logged as it ended), and the next block starts in a fresh session.
+
+Each block runs in a worker thread (`asyncio.to_thread`), so the event loop and the
+team's other agents go on meanwhile. Every block's log row names the integration
+(`{"integration": "autogen"}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autogen_core import CancellationToken
+from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
+
+from ..functions import FunctionSet
+from ..sandbox import Sandbox
+from ..types import Limits
+from .common import (
+    CANCELLED_EXIT_CODE,
+    CANCELLED_MARK,
+    DEFAULT_MAX_OUTPUT_CHARS,
+    BlockSession,
+    block_limits,
+    block_output,
+    exit_code,
+    is_python,
+    open_blocks,
+    refusal_text,
+)
+
+__all__ = ["RunnerCodeExecutor", "RunnerCodeResult"]
+
+INTEGRATION = "autogen"
+
+
+@dataclass
+class RunnerCodeResult(CodeResult):
+    """AutoGen's `CodeResult`, with the ids of the executions in runner's log."""
+
+    execution_ids: list[str] = field(default_factory=list)
+
+
+class RunnerCodeExecutor(CodeExecutor):
+    """Runs AutoGen's code blocks in runner's sandbox; see the module docstring.
+
+    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
+    opened on first use and closed by `stop`). `timeout` (seconds) is each block's
+    wall-clock limit, over `limits`; `packages` are installed for the sandbox, never on the
+    host; `functions` (a `FunctionSet`) are defined in the session before its first block.
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+                 timeout: float | None = None, limits: Limits | None = None,
+                 packages: Iterable[str] = (), functions: FunctionSet | None = None,
+                 max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
+        self._sandbox_arg = sandbox
+        self._backend = backend
+        self._backend_options = backend_options
+        self.limits = block_limits(sandbox, limits, timeout)
+        self.functions = functions
+        self.packages = tuple(packages)
+        self.max_output_chars = max_output_chars
+        self._meta = dict(meta or {})
+        self._blocks: BlockSession | None = None
+        self._owns_sandbox = False
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.timeout_s
+
+    @property
+    def session_id(self) -> str | None:
+        return self._blocks.session_id if self._blocks is not None else None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._session().sandbox
+
+    async def execute_code_blocks(self, code_blocks: list[CodeBlock],
+                                  cancellation_token: CancellationToken) -> RunnerCodeResult:
+        """Run the blocks in order in the session; stop at the first that fails."""
+        outputs: list[str] = []
+        ids: list[str] = []
+        code = 0
+        blocks = self._session()
+        for block in code_blocks:
+            if not is_python(block.language):
+                outputs.append(refusal_text(block.language))
+                code = 1
+                break
+            task = asyncio.ensure_future(asyncio.to_thread(blocks.run, block.code, meta=self._meta))
+            cancellation_token.link_future(task)
+            try:
+                run = await task
+            except asyncio.CancelledError:
+                blocks.abandon()
+                if not cancellation_token.is_cancelled():
+                    raise  # the caller's own task was cancelled: let it end
+                outputs.append(f"{CANCELLED_MARK}: the run was cancelled; the session's state is "
+                               "gone, the next block starts in a fresh session.")
+                code = CANCELLED_EXIT_CODE
+                break
+            ids.append(run.result.id)
+            outputs.append(block_output(run.result, setup=run.setup, max_chars=self.max_output_chars))
+            code = exit_code(run.result)
+            if code != 0:
+                break
+        return RunnerCodeResult(exit_code=code, output="\n".join(o for o in outputs if o),
+                                execution_ids=ids)
+
+    async def start(self) -> None:
+        """Nothing to start: the session opens with the first block."""
+
+    async def stop(self) -> None:
+        """End the session, and close the sandbox if this executor opened it."""
+        blocks, self._blocks = self._blocks, None
+        if blocks is not None:
+            blocks.close()
+            if self._owns_sandbox:
+                await asyncio.to_thread(blocks.sandbox.close)
+
+    async def restart(self) -> None:
+        """End the session: the next block starts in a fresh one."""
+        if self._blocks is not None:
+            self._blocks.restart()
+
+    def _session(self) -> BlockSession:
+        if self._blocks is None:
+            self._blocks, self._owns_sandbox = open_blocks(
+                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
+                limits=self.limits, packages=self.packages, functions=self.functions)
+        return self._blocks

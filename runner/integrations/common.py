@@ -1,0 +1,246 @@
+"""What the framework integrations share: the sandbox they run in, one session of blocks,
+and the text a framework's model reads of a result.
+
+- `sandbox_for`: the caller's `Sandbox`, or one the integration opens (and closes) itself,
+  whose log rows then carry the integration's name as their source;
+- `BlockSession`: a framework conversation's Python blocks in one runner `Session` (state
+  carries), the functions it offers defined first (and again after a block that ended the
+  session's process), `restart` for a fresh one, `abandon` for a block the framework
+  stopped waiting for; every block's log row names the integration in its meta;
+- `block_output` and `exit_code`: a result as the terminal-like text and exit code that
+  AG2's and AutoGen's executors report (their conventions: 124 and "Timeout" for a block
+  that ran out of time, 125 and "Cancelled" for one the caller cancelled, "unknown
+  language" for a block the executor does not run), with control characters made
+  visible (frameworks print this text to a terminal) and long output cut in the middle;
+  the log keeps every byte.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent.feedback import clip
+from ..errors import ConfigurationError
+from ..functions import FunctionSet
+from ..sandbox import Sandbox
+from ..session import Session
+from ..terminal import sanitize_for_terminal
+from ..types import ExecutionResult, Limits, Status
+
+INTEGRATION = "integration"  # the meta key that names the integration a run came through
+PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
+TIMEOUT_EXIT_CODE = 124  # what `timeout` exits with; AG2's and AutoGen's executors use it
+CANCELLED_EXIT_CODE = 125  # AutoGen's local executor, for a block its caller cancelled
+TIMEOUT_MARK = "Timeout"  # AG2's TIMEOUT_MSG; AutoGen writes the same word
+CANCELLED_MARK = "Cancelled"
+DEFAULT_MAX_OUTPUT_CHARS = 20_000  # of one result, for the model; the log keeps all of it
+# Statuses after which the session's process is gone: the next block starts a fresh one.
+KILLED = frozenset({Status.TIMEOUT, Status.MEMORY_LIMIT, Status.CRASHED})
+
+
+def integration_meta(integration: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The meta every run made through `integration` carries in the log."""
+    return {INTEGRATION: integration, **(extra or {})}
+
+
+def sandbox_for(integration: str, sandbox: Sandbox | None, backend: str,
+                options: Mapping[str, Any] | None = None) -> tuple[Sandbox, bool]:
+    """(the sandbox to run in, whether the integration opened it and so closes it)."""
+    if sandbox is not None:
+        if not isinstance(sandbox, Sandbox):
+            raise ConfigurationError(f"sandbox must be a runner.Sandbox, got {type(sandbox).__name__}",
+                                     fix="pass Sandbox(...) or leave it out")
+        return sandbox, False
+    return Sandbox(backend=backend, source=integration, **dict(options or {})), True
+
+
+def block_limits(sandbox: Sandbox | None, limits: Limits | None, timeout: float | None) -> Limits:
+    """A block's limits: `limits` (else the sandbox's, else the defaults), `timeout` over them."""
+    base = limits if limits is not None else (sandbox.limits if sandbox is not None else Limits())
+    return base.with_overrides(timeout_s=timeout)
+
+
+def functions_source(functions: FunctionSet | None) -> str:
+    """The source that defines a set's functions in a session ("" for none)."""
+    source = "\n\n".join(spec.code.rstrip("\n") for spec in functions or ())
+    return source + "\n" if source else ""
+
+
+def open_blocks(integration: str, sandbox: Sandbox | None, backend: str,
+                backend_options: Mapping[str, Any], *, limits: Limits, packages: Iterable[str],
+                functions: FunctionSet | None, preamble: str = "") -> tuple[BlockSession, bool]:
+    """An executor's BlockSession (`preamble` and its functions defined first, their
+    packages added), and whether the executor opened its sandbox (and so closes it)."""
+    box, owned = sandbox_for(integration, sandbox, backend, backend_options)
+    wanted = tuple(packages) + tuple(functions.packages if functions is not None else ())
+    return BlockSession(box, integration, limits=limits, packages=tuple(dict.fromkeys(wanted)),
+                        setup_code=preamble + functions_source(functions)), owned
+
+
+def is_python(language: str) -> bool:
+    return language.strip().lower() in PYTHON_LANGUAGES
+
+
+def refusal_text(language: str) -> str:
+    """What a model reads for a block in a language the executor does not run."""
+    shown = sanitize_for_terminal(language.strip()[:40]) or "(none given)"
+    return (f"unknown language {shown}: this executor runs Python only, in runner's sandbox "
+            "(state carries from block to block; no shell, no pip). Write this step as a "
+            "```python block.")
+
+
+@dataclass
+class BlockRun:
+    """One block's result, and the result of defining the session's functions first (when
+    that happened just before it)."""
+
+    result: ExecutionResult
+    setup: ExecutionResult | None = None
+    fresh: bool = False  # the block ran in a new session (the first, or after a restart)
+
+
+@dataclass
+class _Current:
+    session: Session
+    needs_setup: bool = True
+    blocks: int = 0
+
+
+class BlockSession:
+    """A conversation's blocks in one runner session; see the module docstring.
+
+    Thread-safe: blocks of one session run one at a time (the runner session's lock);
+    `abandon` and `restart` never wait for a block in progress."""
+
+    def __init__(self, sandbox: Sandbox, integration: str, *, limits: Limits,
+                 packages: Iterable[str] = (), setup_code: str = "",
+                 meta: Mapping[str, Any] | None = None) -> None:
+        self.sandbox = sandbox
+        self.integration = integration
+        self.limits = limits
+        self.packages = tuple(packages)
+        self.setup_code = setup_code
+        self.meta = integration_meta(integration, meta)
+        self.sessions_opened = 0
+        self._current: _Current | None = None
+        self._lock = threading.Lock()  # guards _current only; never held while a block runs
+        self._closed = False
+
+    @property
+    def session_id(self) -> str | None:
+        """The runner session's id (None until the first block, and after a restart)."""
+        current = self._current
+        return current.session.id if current is not None else None
+
+    def run(self, code: str, *, limits: Limits | None = None,
+            meta: Mapping[str, Any] | None = None) -> BlockRun:
+        """Run `code` in the session (opened on first use, with its functions defined)."""
+        with self._lock:
+            if self._closed:
+                raise ConfigurationError(f"this {self.integration} executor is closed",
+                                         fix="make a new executor")
+            fresh = self._current is None
+            if self._current is None:
+                self._current = _Current(self.sandbox.session(limits=self.limits,
+                                                              packages=self.packages))
+                self.sessions_opened += 1
+            current = self._current
+            needs_setup, current.needs_setup = current.needs_setup and bool(self.setup_code), False
+        block_meta = {**self.meta, **(meta or {})}
+        setup = None
+        if needs_setup:
+            setup = current.session.run(self.setup_code, limits=limits,
+                                        meta={**block_meta, "setup": True})
+        result = current.session.run(code, limits=limits, meta=block_meta)
+        with self._lock:
+            current.blocks += 1
+            if result.status in KILLED or (setup is not None and setup.status in KILLED):
+                current.needs_setup = True  # the next block starts in a fresh process
+        return BlockRun(result=result, setup=setup, fresh=fresh)
+
+    def restart(self) -> None:
+        """End the session; the next block starts a fresh one (nothing of this one is left)."""
+        with self._lock:
+            current, self._current = self._current, None
+        if current is not None:
+            _close_later(current.session)
+
+    def abandon(self) -> None:
+        """Stop waiting for the block in progress: it runs on in the sandbox until its own
+        time limit (and is logged as it ends), and the next block starts a fresh session."""
+        self.restart()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            current, self._current = self._current, None
+        if current is not None:
+            _close_later(current.session)
+
+
+def _close_later(session: Session) -> None:
+    """Close a session without waiting for its block in progress (close() waits for it)."""
+    threading.Thread(target=session.close, name=f"close-session-{session.id}", daemon=True).start()
+
+
+# -- what the framework's model reads -----------------------------------------------------
+
+
+def exit_code(result: ExecutionResult) -> int:
+    """The exit code a framework's executor reports for a result."""
+    if result.status is Status.OK:
+        return 0
+    if result.status is Status.TIMEOUT:
+        return TIMEOUT_EXIT_CODE
+    if isinstance(result.exit_code, int) and result.exit_code != 0:
+        return result.exit_code
+    return 1
+
+
+def block_output(result: ExecutionResult, *, setup: ExecutionResult | None = None,
+                 max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
+    """What the block printed, then what went wrong, as a terminal would show it."""
+    parts: list[str] = []
+    if setup is not None and setup.status is not Status.OK:
+        parts.append(f"Note: defining the session's functions failed, so they are missing: "
+                     f"{_problem(setup)}")
+    parts += _printed(result)
+    if result.status is not Status.OK:
+        parts.append(_problem(result))
+    return _shown(parts, result, max_chars)
+
+
+def printed_output(result: ExecutionResult, *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
+    """What the block printed (stdout, then stderr), as a terminal would show it."""
+    return _shown(_printed(result), result, max_chars)
+
+
+def _printed(result: ExecutionResult) -> list[str]:
+    parts = [text for text in (result.stdout, result.stderr) if text]
+    if result.stdout_truncated or result.stderr_truncated:
+        parts.append(f"Note: the output passed the sandbox's limit of "
+                     f"{result.limits.max_output_bytes:,} bytes per stream and was cut there.")
+    return parts
+
+
+def _shown(parts: list[str], result: ExecutionResult, max_chars: int) -> str:
+    text = "".join(p if p.endswith("\n") else p + "\n" for p in parts).rstrip("\n")
+    clipped, _ = clip(text, max_chars, where=f"runner's log (execution {result.id})")
+    return sanitize_for_terminal(clipped)
+
+
+def _problem(result: ExecutionResult) -> str:
+    error = result.error
+    message = error.message if error is not None else ""
+    if result.status is Status.TIMEOUT:  # runner's message says the session's state is gone
+        return f"{TIMEOUT_MARK}: {message or 'the block ran past its time limit and was stopped'}"
+    if result.status is Status.MEMORY_LIMIT:
+        return f"MemoryError: {message or 'the block passed its memory limit and was stopped'}"
+    if error is None:
+        return f"{result.status}: the block did not finish normally."
+    if result.status is Status.ERROR and error.traceback:
+        return error.traceback.rstrip("\n")
+    return f"{error.type}: {message}"

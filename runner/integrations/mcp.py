@@ -1,0 +1,266 @@
+"""runner as a Model Context Protocol server (`pip install runner[mcp]`; `runner mcp`).
+
+Built on the official `mcp` SDK (`MCPServer`). Any MCP client (a desktop assistant, an IDE,
+an agent SDK) gets these tools:
+
+- `run_python(code, timeout_s, memory_mb, packages, session_id)`: run a block; with a
+  `session_id`, in that session (state carries);
+- `open_session(timeout_s, memory_mb, packages, budget_s)` -> `{"session_id"}`, and
+  `close_session(session_id)`;
+- `list_functions()` and `call_function(name, arguments)`: the functions of the set the
+  server was started with (`--functions FILE`), arguments validated before anything runs.
+
+Every result is runner's `ExecutionResult` as JSON (`status`, `stdout`, `stderr`, `error`,
+`exit_code`, `return_value`, `limits`, ... : what `runner exec --json` prints), whatever the
+code did; a request the server cannot carry out (an unknown session, limits out of range)
+is an MCP tool error that says why. Resources: `runner://executions` (the newest runs made
+through this server) and `runner://executions/{id}` (one of them in full, as `runner logs
+show --json` prints it). Every run is in the log with source `mcp` and
+`{"integration": "mcp", "mcp_tool": ...}` in its meta.
+
+Transports: stdio (what desktop assistants start), or streamable HTTP (`--http`) behind the
+log viewer's guard: on loopback, only requests that name a loopback host (no DNS
+rebinding); on any other address, a token made at start, shown once, required on every
+request (`Authorization: Bearer TOKEN`).
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
+
+from .. import __version__
+from ..errors import ConfigurationError, NotFoundError, RunnerError
+from ..functions import FunctionSet
+from ..ids import new_id
+from ..logs import LogStore
+from ..sandbox import Sandbox
+from ..session import Session
+from .common import integration_meta
+
+__all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
+
+INTEGRATION = "mcp"
+MAX_SESSIONS = 16
+RECENT = 20  # executions listed by runner://executions
+HTTP_PATH = "/mcp"
+
+_INSTRUCTIONS = """\
+Runs Python in runner's sandbox (restricted interpreter or Docker), with hard limits; nothing \
+reaches the host. Use run_python for one-off code; open_session and run_python with its \
+session_id when state should carry from block to block (close it when done). print() what \
+you need: results carry stdout, stderr and the error. list_functions / call_function use the \
+server's function set. Every run is logged (runner://executions)."""
+
+
+class RunnerMCP:
+    """The server's state: the sandbox, its open sessions, the function set."""
+
+    def __init__(self, sandbox: Sandbox, functions: FunctionSet | None = None, *,
+                 max_sessions: int = MAX_SESSIONS) -> None:
+        self.sandbox = sandbox
+        self.functions = functions if functions is not None else FunctionSet("mcp", log_store=False)
+        self.max_sessions = max_sessions
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    # -- the tools -------------------------------------------------------------------------------
+
+    def run_python(self, code: str, timeout_s: float | None = None, memory_mb: int | None = None,
+                   packages: list[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
+        meta = integration_meta(INTEGRATION, {"mcp_tool": "run_python"})
+        if session_id is None:
+            limits = self.sandbox.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+            return self.sandbox.run(code, limits=limits, packages=packages, meta=meta).to_json_dict()
+        session = self._session(session_id)
+        if packages and tuple(packages) != session.packages:
+            raise ConfigurationError(f"session {session_id} was opened with packages "
+                                     f"{list(session.packages)}; a block cannot change them",
+                                     fix="open another session with those packages")
+        limits = session.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+        result = session.run(code, limits=limits, meta=meta).to_json_dict()
+        return {**result, "session_id": session_id}
+
+    def open_session(self, timeout_s: float | None = None, memory_mb: int | None = None,
+                     packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions:
+                raise ConfigurationError(f"{len(self._sessions)} sessions are open, the most this "
+                                         "server keeps", fix="close one with close_session first")
+            limits = self.sandbox.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+            session = self.sandbox.session(limits=limits, packages=packages, budget_s=budget_s)
+            session_id = new_id()
+            self._sessions[session_id] = session
+        return {"session_id": session_id, "limits": limits.model_dump(), "packages": list(session.packages),
+                "budget_s": budget_s}
+
+    def close_session(self, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise NotFoundError(f"no open session {session_id!r}", fix="open_session gives one")
+        session.close()
+        return {"session_id": session_id, "closed": True, "blocks": session.blocks}
+
+    def list_functions(self) -> list[dict[str, Any]]:
+        return [{"name": spec.name, "description": spec.description, "parameters": spec.parameters,
+                 "version": self.functions.version(spec.name)} for spec in self.functions]
+
+    def call_function(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.sandbox.call(self.functions, name, arguments or {},
+                                   meta=integration_meta(INTEGRATION, {"mcp_tool": "call_function"}))
+        return result.to_json_dict()
+
+    # -- the resources -----------------------------------------------------------------------------
+
+    def recent_executions(self) -> list[dict[str, Any]]:
+        store = self._store()
+        return [{"id": r.id, "started_at": r.result.started_at.isoformat(), "status": r.result.status,
+                 "tool": r.meta.get("mcp_tool"), "session": r.meta.get("session"),
+                 "function": r.meta.get("function"), "duration_ms": r.result.duration_ms,
+                 "code": r.request.code[:200], "uri": f"runner://executions/{r.id}"}
+                for r in store.list_executions(source=INTEGRATION, limit=RECENT)]
+
+    def execution(self, execution_id: str) -> dict[str, Any]:
+        record = self._store().get_execution(execution_id)
+        if record.source != INTEGRATION:  # the rest of the log is not this server's to show
+            raise NotFoundError(f"no execution {execution_id!r} made through this server",
+                                fix="runner://executions lists them")
+        return record.model_dump(mode="json")
+
+    # -- the server's side ------------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise NotFoundError(f"no open session {session_id!r}",
+                                fix="open_session gives one; sessions end when closed or when the "
+                                    "server stops")
+        return session
+
+    def _store(self) -> LogStore:
+        store = self.sandbox.log_store
+        if store is None:
+            raise ConfigurationError("this server keeps no log", fix="start it with a log store")
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.close()
+
+
+def create_server(state: RunnerMCP) -> MCPServer[Any]:
+    """The MCP server over `state`: its tools and resources (see the module docstring)."""
+    server: MCPServer[Any] = MCPServer("runner", version=__version__, instructions=_INSTRUCTIONS)
+
+    def tool(function: Callable[..., Any], description: str) -> None:
+        server.add_tool(_tool_errors(function), name=function.__name__, description=description)
+
+    def run_python(code: Annotated[str, Field(description="Python source to run")],
+                   timeout_s: Annotated[float | None, Field(description="wall-clock limit, seconds")] = None,
+                   memory_mb: Annotated[int | None, Field(description="memory limit, MB")] = None,
+                   packages: Annotated[list[str] | None, Field(description="requirements, e.g. ['sympy']")] = None,
+                   session_id: Annotated[str | None, Field(description="run in this session")] = None,
+                   ) -> dict[str, Any]:
+        return state.run_python(code, timeout_s, memory_mb, packages, session_id)
+
+    def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
+                     packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
+        return state.open_session(timeout_s, memory_mb, packages, budget_s)
+
+    def close_session(session_id: str) -> dict[str, Any]:
+        return state.close_session(session_id)
+
+    def list_functions() -> list[dict[str, Any]]:
+        return state.list_functions()
+
+    def call_function(name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        return state.call_function(name, arguments)
+
+    tool(run_python, "Run Python in the sandbox. Returns the result: status (ok, error, timeout, "
+                     "memory_limit, denied, ...), stdout, stderr, error, exit_code, duration_ms.")
+    tool(open_session, "Open a session: blocks run with its session_id share variables. Returns "
+                       "the session_id.")
+    tool(close_session, "Close a session opened with open_session.")
+    tool(list_functions, "The functions call_function can call: name, description, parameters "
+                         "(JSON Schema).")
+    tool(call_function, "Call a function of the server's set with arguments (an object matching "
+                        "its parameters). Returns the result; its value is return_value.")
+
+    @server.resource("runner://executions", name="recent executions", mime_type="application/json",
+                     description=f"The {RECENT} newest runs made through this server.")
+    def recent() -> list[dict[str, Any]]:
+        return state.recent_executions()
+
+    @server.resource("runner://executions/{execution_id}", name="execution",
+                     mime_type="application/json",
+                     description="One run made through this server: request, result, meta.")
+    def one(execution_id: str) -> dict[str, Any]:
+        try:
+            return state.execution(execution_id)
+        except RunnerError as exc:
+            raise ResourceError(f"[{exc.code}] {exc}") from None
+
+    return server
+
+
+def _tool_errors(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A request the server cannot carry out (a RunnerError: an unknown session, limits out
+    of range) becomes an MCP tool error with runner's message and fix, for the client to
+    read; what the code did is never an error here, it is the result."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except RunnerError as exc:
+            raise ToolError(f"[{exc.code}] {exc}") from None
+
+    return call
+
+
+def serve_stdio(state: RunnerMCP) -> None:
+    """Serve on standard input and output until the client closes them."""
+    create_server(state).run("stdio")
+
+
+def serve_http(state: RunnerMCP, *, host: str = "127.0.0.1", port: int = 8000,
+               announce: Callable[[str], None] = print) -> None:
+    """Serve streamable HTTP at http://HOST:PORT/mcp until interrupted, behind the viewer's
+    guard (loopback host names only; off loopback, a token on every request)."""
+    import uvicorn
+
+    from ..logs.viewer import bind, is_loopback
+    from ..logs.viewer.app import Guard
+
+    token = None if is_loopback(host) else secrets.token_urlsafe(24)
+    app = create_server(state).streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    sock = bind(host, port)
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}{HTTP_PATH}"
+    announce(f"runner mcp: {url} (streamable HTTP; Ctrl-C stops it)")
+    if token is not None:
+        announce(f"runner mcp: token {token}")
+        announce(f"it listens on {host}, not loopback: every request needs the header "
+                 "'Authorization: Bearer <token>' (shown once; a new one is made each start). "
+                 "Anyone who can reach this address and has the token can run code in the sandbox.")
+    config = uvicorn.Config(Guard(app, token=token), log_level="warning", server_header=False,
+                            date_header=False, proxy_headers=False, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,279 @@
+"""runner in smolagents (`pip install runner[smolagents]`): an executor for `CodeAgent`.
+
+    from smolagents import CodeAgent, OpenAIServerModel
+    from runner.integrations.smolagents import RunnerPythonExecutor
+
+    imports = ["sympy"]
+    agent = CodeAgent(tools=[...], model=OpenAIServerModel(...),
+                      additional_authorized_imports=imports,
+                      executor=RunnerPythonExecutor(additional_authorized_imports=imports))
+
+- State: every step's code runs in one runner session, so variables, imports and
+  functions carry from step to step (and from run to run, until `cleanup()`).
+- `final_answer(value)` ends the run with `value`: in the sandbox it raises
+  `FinalAnswerException` carrying the value as JSON (what smolagents' own remote executors
+  do), which the executor turns into `CodeOutput(is_final_answer=True)`. Values JSON cannot
+  carry come back as their `str()`; a value longer than the sandbox keeps of an error
+  message (64 KB) comes back cut, as text.
+- `send_variables`: the agent's variables (`additional_args`) are set in the session from
+  JSON data, pasted as string literals, so no value can become code; a value JSON cannot
+  carry is a clear error.
+- Tools: a tool made with smolagents' `@tool` from a plain function is a runner function:
+  its source is defined in the session and called there, never on the host. A tool that
+  cannot be (a `Tool` subclass whose `forward` uses `self`, a managed agent, a function
+  that closes over host variables) is refused with the reason when the run starts; pass
+  such functions as a runner `FunctionSet` (`functions=`) instead.
+- `additional_authorized_imports` map onto what the sandbox can allow. On the restricted
+  tier, the modules it offers (math, cmath, fractions, decimal, statistics, itertools,
+  functools, collections, re, json, datetime, random, sympy); anything else, or "*", is a
+  `ConfigurationError` naming what cannot be allowed. Elsewhere (Docker), the standard
+  library is there and every other name becomes a package installed for the sandbox (never
+  on the host); "*" cannot be allowed. smolagents' always-authorised base modules that the
+  restricted tier does not offer (queue, stat, time, unicodedata) are refused by the
+  sandbox when imported, with a message the model reads.
+- A step whose code fails, is refused, floods its output or runs out of time raises an
+  exception with runner's account of it (output, then the error), which smolagents records
+  as the step's error for the model to read; the run goes on, and so does the sandbox.
+
+Every run's log row names the integration (`{"integration": "smolagents"}`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from smolagents.local_python_executor import CodeOutput, PythonExecutor
+from smolagents.tools import Tool
+
+from ..errors import ConfigurationError, FunctionDefinitionError
+from ..functions import FunctionSet, FunctionSpec, spec_from_callable
+from ..sandbox import Sandbox
+from ..terminal import sanitize_for_terminal
+from ..types import ExecutionResult, Limits, Status
+from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
+from .common import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    BlockSession,
+    block_limits,
+    block_output,
+    functions_source,
+    open_blocks,
+    printed_output,
+)
+
+__all__ = ["FINAL_ANSWER_EXCEPTION", "RunnerPythonExecutor", "StepFailed", "authorized_packages",
+           "tool_spec", "variables_code"]
+
+INTEGRATION = "smolagents"
+FINAL_ANSWER_EXCEPTION = "FinalAnswerException"  # smolagents' remote executors' name for it
+_FINAL_ANSWER = f'''\
+import json as _runner_json
+
+
+class {FINAL_ANSWER_EXCEPTION}(BaseException):
+    """Raised by final_answer: it ends the step, and the run, with the answer."""
+
+
+def final_answer(answer):
+    """Ends the task with `answer` as its result."""
+    raise {FINAL_ANSWER_EXCEPTION}(_runner_json.dumps(answer, default=str))
+'''
+# Import names whose package has another name on the package index.
+_PACKAGE_NAMES = {"PIL": "pillow", "sklearn": "scikit-learn", "cv2": "opencv-python-headless",
+                  "bs4": "beautifulsoup4", "yaml": "pyyaml", "dateutil": "python-dateutil"}
+
+
+class StepFailed(Exception):
+    """A step's code did not finish normally; the message is what the model reads."""
+
+    def __init__(self, message: str, result: ExecutionResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents ships no types
+    """Runs a CodeAgent's code in runner's sandbox; see the module docstring.
+
+    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
+    opened on first use and closed by `cleanup`). `timeout` (seconds) is each step's
+    wall-clock limit, over `limits`. `packages` are installed for the sandbox; `functions`
+    (a `FunctionSet`) are defined in the session with the agent's tools.
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+                 additional_authorized_imports: Iterable[str] = (), timeout: float | None = None,
+                 limits: Limits | None = None, packages: Iterable[str] = (),
+                 functions: FunctionSet | None = None,
+                 max_print_outputs_length: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 **backend_options: Any) -> None:
+        self._sandbox_arg = sandbox
+        self._backend = backend
+        self._backend_options = backend_options
+        self.limits = block_limits(sandbox, limits, timeout)
+        tier = sandbox.backend if sandbox is not None else backend
+        self.packages = tuple(packages) + authorized_packages(additional_authorized_imports, tier)
+        self.functions = functions if functions is not None else FunctionSet(
+            "smolagents-tools", log_store=False)
+        self.tools: list[FunctionSpec] = []
+        self.max_print_outputs_length = max_print_outputs_length
+        self._blocks: BlockSession | None = None
+        self._owns_sandbox = False
+
+    # -- smolagents' protocol ---------------------------------------------------------------------
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        """Define the agent's tools in the session (final_answer is the executor's own)."""
+        specs, refused = [], []
+        for name, tool in tools.items():
+            if name == "final_answer":
+                continue
+            try:
+                specs.append(tool_spec(name, tool))
+            except FunctionDefinitionError as exc:
+                refused.append(f"{name}: {exc.message}")
+        if refused:
+            raise ConfigurationError(
+                "these tools cannot run in runner's sandbox: " + "; ".join(refused),
+                fix="make each a plain function with smolagents' @tool (no self, no variables of "
+                    "an enclosing function), or pass it as a runner FunctionSet (functions=...)")
+        if specs == self.tools:
+            return
+        self.tools = specs
+        if self._blocks is not None:  # the session is open (send_variables came first)
+            self._blocks.setup_code = self._setup_code()
+            source = functions_source(FunctionSet("smolagents-tools", specs, log_store=False))
+            if source:
+                result = self._blocks.run(source, meta={"smolagents": "tools"}).result
+                if result.status is not Status.OK:
+                    raise StepFailed(block_output(result), result)
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        """Set the variables in the session, from JSON data."""
+        if not variables:
+            return
+        result = self._session().run(variables_code(variables), meta={"smolagents": "variables"}).result
+        if result.status is not Status.OK:
+            raise StepFailed(block_output(result), result)
+
+    def __call__(self, code_action: str) -> CodeOutput:
+        """Run one step's code; its printed output, and the final answer if it gave one."""
+        run = self._session().run(code_action, meta={"smolagents": "step"})
+        result = run.result
+        logs = printed_output(result, max_chars=self.max_print_outputs_length)
+        if result.status is Status.ERROR and result.error is not None \
+                and result.error.type == FINAL_ANSWER_EXCEPTION:
+            return CodeOutput(output=_answer(result.error.message), logs=logs, is_final_answer=True)
+        if result.status is Status.OK:
+            return CodeOutput(output=None, logs=logs, is_final_answer=False)
+        raise StepFailed(block_output(result, setup=run.setup, max_chars=self.max_print_outputs_length),
+                         result)
+
+    def cleanup(self) -> None:
+        """End the session, and close the sandbox if this executor opened it."""
+        blocks, self._blocks = self._blocks, None
+        if blocks is not None:
+            blocks.close()
+            if self._owns_sandbox:
+                blocks.sandbox.close()
+
+    def __enter__(self) -> RunnerPythonExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+    # -- runner's side --------------------------------------------------------------------------------
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._session().sandbox
+
+    @property
+    def session_id(self) -> str | None:
+        return self._blocks.session_id if self._blocks is not None else None
+
+    def restart(self) -> None:
+        """The next step starts in a fresh session (variables gone; tools defined again)."""
+        if self._blocks is not None:
+            self._blocks.restart()
+
+    def _session(self) -> BlockSession:
+        if self._blocks is None:
+            self._blocks, self._owns_sandbox = open_blocks(
+                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
+                limits=self.limits, packages=self.packages, functions=self.functions)
+            self._blocks.setup_code = self._setup_code()
+        return self._blocks
+
+    def _setup_code(self) -> str:
+        """What each session defines first: final_answer, the functions, the tools."""
+        tools = FunctionSet("smolagents-tools", [*self.functions, *self.tools], log_store=False)
+        return _FINAL_ANSWER + "\n\n" + functions_source(tools)
+
+
+def tool_spec(name: str, tool: Tool) -> FunctionSpec:
+    """A smolagents tool as a runner function, when its code can run on its own."""
+    forward = getattr(tool, "forward", None)
+    if inspect.ismethod(forward):  # a Tool subclass's forward(self, ...): it needs the object
+        raise FunctionDefinitionError(f"{type(tool).__name__}.forward uses the tool object (self)",
+                                      fix="use @tool on a plain function")
+    function = inspect.unwrap(forward) if forward is not None else None
+    if function is None or not inspect.isfunction(function):
+        raise FunctionDefinitionError(f"{type(tool).__name__} has no plain function to run",
+                                      fix="use @tool on a plain function")
+    if next(iter(inspect.signature(function).parameters), None) == "self":
+        raise FunctionDefinitionError(f"{type(tool).__name__}.forward uses the tool object (self)",
+                                      fix="use @tool on a plain function")
+    return spec_from_callable(function, name=name, description=str(getattr(tool, "description", "")),
+                              decorator_names=frozenset({"tool"}))
+
+
+def authorized_packages(imports: Iterable[str], tier: str) -> tuple[str, ...]:
+    """The packages the sandbox needs for `imports`; a ConfigurationError for what it cannot allow."""
+    wanted = [name.strip() for name in imports if name.strip()]
+    tops = list(dict.fromkeys(name.split(".")[0] for name in wanted))
+    if tier == "restricted":
+        refused = [name for name in tops if name not in DEFAULT_ALLOWED_MODULES]
+        if refused:
+            raise ConfigurationError(
+                f"additional_authorized_imports {', '.join(repr(n) for n in refused)} cannot be "
+                f"allowed on the restricted backend, which offers only: "
+                f"{', '.join(DEFAULT_ALLOWED_MODULES)}",
+                fix="drop them, or use backend='docker', where packages are installed for the sandbox")
+        return ()
+    if "*" in tops:
+        raise ConfigurationError("additional_authorized_imports ['*'] cannot be allowed: the "
+                                 "sandbox installs the packages it is told, not any import",
+                                 fix="name the packages the agent may import")
+    return tuple(_PACKAGE_NAMES.get(name, name) for name in tops if name not in sys.stdlib_module_names)
+
+
+def variables_code(variables: Mapping[str, Any]) -> str:
+    """Code that sets each variable from its JSON text (a string literal: data, never code)."""
+    lines = ["import json as _runner_json"]
+    for name, value in variables.items():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
+                or name.startswith("_"):
+            raise ConfigurationError(f"variable name {name!r} cannot be set in the sandbox",
+                                     fix="use plain Python names (letters, digits, underscores, "
+                                         "not starting with _)")
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"variable {name!r} cannot be sent to the sandbox: {exc}",
+                                     fix="send JSON data (numbers, strings, lists, dicts, "
+                                         "booleans, None)") from None
+        lines.append(f"{name} = _runner_json.loads({text!r})")
+    return "\n".join(lines) + "\n"
+
+
+def _answer(message: str) -> Any:
+    try:
+        return json.loads(message)
+    except ValueError:
+        return sanitize_for_terminal(message)  # cut past the sandbox's length of an error message

@@ -1,0 +1,185 @@
+"""runner in AutoGen 0.7 (runner.integrations.autogen), with the real autogen-core,
+autogen-agentchat and autogen-ext packages and the scripted OpenAI-compatible server: the
+cases AutoGen's suite applies to every executor (single and several blocks, state, a
+timeout, cancellation, restart), a CodeExecutorAgent alone and in a team with an
+AssistantAgent, the log and the viewer, and hostile blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("autogen_agentchat", reason="the autogen extra: pip install 'runner[autogen]'")
+
+from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent  # noqa: E402
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination  # noqa: E402
+from autogen_agentchat.messages import TextMessage  # noqa: E402
+from autogen_agentchat.teams import RoundRobinGroupChat  # noqa: E402
+from autogen_core import CancellationToken  # noqa: E402
+from autogen_core.code_executor import CodeBlock, CodeExecutor  # noqa: E402
+from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
+from fake_openai_server import FakeOpenAI  # noqa: E402
+from integration_cases import HOSTILE, logged  # noqa: E402
+
+from runner import FunctionSet, Limits, Sandbox  # noqa: E402
+from runner.integrations.autogen import RunnerCodeExecutor  # noqa: E402
+from runner.logs import LogStore  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    with LogStore(tmp_path_factory.mktemp("autogen") / "log.db") as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def sandbox(store):
+    with Sandbox(backend="restricted", log_store=store, limits=Limits(timeout_s=10)) as box:
+        yield box
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def python(code: str, language: str = "python") -> CodeBlock:
+    return CodeBlock(code=code, language=language)
+
+
+async def execute(executor: RunnerCodeExecutor, *codes: str, language: str = "python"):
+    return await executor.execute_code_blocks([python(c, language) for c in codes], CancellationToken())
+
+
+def model_client(server: FakeOpenAI) -> OpenAIChatCompletionClient:
+    return OpenAIChatCompletionClient(
+        model=server.model, base_url=server.url, api_key="k",
+        model_info={"vision": False, "function_calling": True, "json_output": False,
+                    "family": "unknown", "structured_output": False})
+
+
+def test_single_several_state_and_restart(sandbox):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=5) as executor:
+            assert isinstance(executor, CodeExecutor)
+            result = await execute(executor, "import math; print('hello world!')")
+            assert result.exit_code == 0 and "hello world!" in result.output
+            result = await execute(executor, "print('hello world!')", "a = 100 + 100; print(a)")
+            assert result.exit_code == 0 and "hello world!" in result.output and "200" in result.output
+            assert (await execute(executor, "print(a)")).output == "200"  # state carries
+            await executor.restart()
+            result = await execute(executor, "print(a)")
+            assert result.exit_code == 1 and "NameError" in result.output
+            result = await execute(executor, "echo 'hello world!'", language="sh")
+            assert result.exit_code == 1 and result.output.startswith("unknown language sh")
+
+    run(scenario())
+
+
+def test_timeout_is_a_result_with_autogens_convention(sandbox):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=1) as executor:
+            result = await execute(executor, "while True:\n    pass\nprint('hello world!')")
+            assert result.exit_code == 124 and "Timeout" in result.output
+            assert (await execute(executor, "print('usable')")).output == "usable"
+
+    run(scenario())
+
+
+def test_cancellation_returns_at_once_and_the_next_block_runs(sandbox, store):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=3) as executor:
+            await execute(executor, "kept = 1")
+            token = CancellationToken()
+            started = time.monotonic()
+            pending = asyncio.ensure_future(executor.execute_code_blocks(
+                [python("while True:\n    pass")], token))
+            await asyncio.sleep(0.3)
+            token.cancel()
+            result = await pending
+            assert time.monotonic() - started < 2
+            assert result.exit_code == 125 and "Cancelled" in result.output
+            after = await execute(executor, "print('fresh' if 'kept' not in dir() else 'old')")
+            assert after.exit_code == 0 and after.output == "fresh"
+
+    run(scenario())
+
+
+def test_a_cancelled_token_before_the_call(sandbox):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=2) as executor:
+            token = CancellationToken()
+            token.cancel()
+            result = await executor.execute_code_blocks([python("print(1)")], token)
+            assert result.exit_code == 125
+
+    run(scenario())
+
+
+def test_code_executor_agent_alone(sandbox, store):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=5) as executor:
+            agent = CodeExecutorAgent("runner", code_executor=executor)
+            message = TextMessage(content="```python\nsquares = [n * n for n in range(4)]\nprint(squares)\n```",
+                                  source="user")
+            response = await agent.on_messages([message], CancellationToken())
+            assert "[0, 1, 4, 9]" in response.chat_message.content
+            again = TextMessage(content="```python\nprint(sum(squares))\n```", source="user")
+            response = await agent.on_messages([again], CancellationToken())
+            assert response.chat_message.content.strip() == "14"
+
+    run(scenario())
+
+
+def test_assistant_and_code_executor_agent_team(sandbox, store):
+    functions = FunctionSet("autogen-tools", [
+        {"name": "cube", "description": "n cubed", "arguments": {"n": {"type": "integer"}},
+         "code": "def cube(n):\n    return n ** 3\n"}], log_store=False)
+
+    async def scenario() -> list[str]:
+        with FakeOpenAI() as server:
+            server.replies("```python\nvalue = cube(3)\nprint(value)\n```",
+                           "```python\nprint(value + 1)\n```", "It is 28. TERMINATE")
+            async with RunnerCodeExecutor(sandbox, timeout=5, functions=functions) as executor:
+                team = RoundRobinGroupChat(
+                    [AssistantAgent("assistant", model_client=model_client(server)),
+                     CodeExecutorAgent("runner", code_executor=executor)],
+                    termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(8))
+                result = await team.run(task="What is 3 cubed, plus one?")
+                return [str(m.content) for m in result.messages]
+
+    contents = run(scenario())
+    assert "27" in contents[2] and contents[4].strip() == "28" and contents[-1].endswith("TERMINATE")
+    blocks = [r for r in store.list_executions(limit=None) if "cube(3)" in r.request.code]
+    assert len(blocks) == 1
+    logged(store, blocks[0].id, "autogen")
+
+
+def test_an_executor_that_opens_its_own_sandbox_logs_the_integration_as_source():
+    async def scenario() -> None:
+        executor = RunnerCodeExecutor(timeout=5)
+        try:
+            result = await execute(executor, "print('logged')")
+            store = executor.sandbox.log_store
+            assert store is not None and store.get_execution(result.execution_ids[0]).source == "autogen"
+            logged(store, result.execution_ids[0], "autogen")
+        finally:
+            await executor.stop()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_blocks_give_a_normal_result_and_the_sandbox_stays_usable(sandbox, store, name):
+    async def scenario() -> None:
+        async with RunnerCodeExecutor(sandbox, timeout=1) as executor:
+            result = await execute(executor, HOSTILE[name])
+            assert result.exit_code != 0 or name == "flood"
+            if name == "flood":
+                assert "cut" in result.output and len(result.output) < 30_000
+            after = await execute(executor, "print('still here')")
+            assert after.exit_code == 0 and after.output == "still here"
+            logged(store, result.execution_ids[0], "autogen")
+
+    run(scenario())

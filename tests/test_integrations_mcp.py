@@ -1,0 +1,180 @@
+"""`runner mcp` (runner.integrations.mcp) driven by the official `mcp` SDK's own client: over
+stdio (the command started as a desktop assistant starts it) and over streamable HTTP (on
+loopback, and off loopback with its token). Tools, sessions, the function set, resources,
+the log and the viewer, and hostile code."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp extra: pip install 'runner[mcp]'")
+
+import httpx2  # noqa: E402
+from integration_cases import HOSTILE, logged  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from runner.logs import LogStore  # noqa: E402
+from runner.paths import log_db_path  # noqa: E402
+
+RUNNER = str(Path(sys.executable).with_name("runner"))
+FUNCTIONS = str(Path(__file__).parent.parent / "examples" / "learned_functions.json")
+
+
+def environment() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNNER_HOME": os.environ["RUNNER_HOME"],
+            "HOME": os.environ.get("HOME", "/root")}
+
+
+def structured(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content if "status" in (result.structured_content or {}) else \
+        json.loads(result.content[0].text)
+
+
+async def exercise(client: Client) -> dict[str, dict]:
+    """Every tool and resource once; returns the results by name."""
+    tools = {tool.name for tool in (await client.list_tools()).tools}
+    assert tools == {"run_python", "open_session", "close_session", "list_functions", "call_function"}
+    seen: dict[str, dict] = {}
+    seen["run"] = structured(await client.call_tool("run_python", {"code": "print(2 ** 10)"}))
+    opened = (await client.call_tool("open_session", {"timeout_s": 5})).structured_content
+    session_id = opened["session_id"]
+    await client.call_tool("run_python", {"code": "x = 41", "session_id": session_id})
+    seen["session"] = structured(await client.call_tool("run_python", {"code": "print(x + 1)",
+                                                                       "session_id": session_id}))
+    closed = await client.call_tool("close_session", {"session_id": session_id})
+    assert closed.structured_content["closed"] is True
+    gone = await client.call_tool("run_python", {"code": "print(x)", "session_id": session_id})
+    assert gone.is_error and "no open session" in gone.content[0].text
+    listed = (await client.call_tool("list_functions", {})).structured_content
+    assert {f["name"] for f in listed["result"]} == {"simplify_expression", "loan_payment"}
+    seen["call"] = structured(await client.call_tool(
+        "call_function", {"name": "loan_payment",
+                          "arguments": {"principal": 1200, "annual_rate": 0, "months": 12}}))
+    seen["invalid"] = structured(await client.call_tool(
+        "call_function", {"name": "loan_payment", "arguments": {"principal": "a lot"}}))
+    bad_limits = await client.call_tool("run_python", {"code": "print(1)", "timeout_s": -1})
+    assert bad_limits.is_error and "timeout_s" in bad_limits.content[0].text
+    for name, code in HOSTILE.items():
+        seen[name] = structured(await client.call_tool("run_python", {"code": code, "timeout_s": 1}))
+    seen["after"] = structured(await client.call_tool("run_python", {"code": "print('still here')"}))
+    resources = await client.list_resources()
+    assert [str(r.uri) for r in resources.resources] == ["runner://executions"]
+    recent = json.loads((await client.read_resource("runner://executions")).contents[0].text)
+    assert recent[0]["id"] == seen["after"]["id"] and recent[0]["tool"] == "run_python"
+    one = json.loads((await client.read_resource(f"runner://executions/{seen['run']['id']}")).contents[0].text)
+    assert one["result"]["stdout"] == "1024\n" and one["meta"]["integration"] == "mcp"
+    return seen
+
+
+def check(seen: dict[str, dict]) -> None:
+    assert seen["run"]["status"] == "ok" and seen["run"]["stdout"] == "1024\n"
+    assert {"id", "status", "stdout", "stderr", "error", "exit_code", "limits"} <= set(seen["run"])
+    assert seen["session"]["stdout"] == "42\n"
+    assert seen["call"]["status"] == "ok" and seen["call"]["return_value"] == 100
+    assert seen["invalid"]["status"] == "invalid_args" and "months" in seen["invalid"]["error"]["message"]
+    assert seen["escape"]["status"] == "denied" and seen["escape_classic"]["status"] == "denied"
+    assert seen["flood"]["status"] == "ok" and seen["flood"]["stdout_truncated"] is True
+    assert seen["hang"]["status"] == "timeout"
+    assert seen["after"]["stdout"] == "still here\n"
+    with LogStore(log_db_path()) as store:
+        for key in ("run", "call", "hang"):
+            record = store.get_execution(seen[key]["id"])
+            assert record.source == "mcp"
+            logged(store, seen[key]["id"], "mcp")
+
+
+def test_stdio_with_the_sdks_client():
+    server = StdioServerParameters(command=RUNNER, args=["mcp", "--functions", FUNCTIONS],
+                                   env=environment())
+
+    async def scenario() -> dict[str, dict]:
+        async with Client(server) as client:
+            return await exercise(client)
+
+    check(anyio.run(scenario))
+
+
+def start_http(*args: str) -> tuple[subprocess.Popen[str], str, list[str]]:
+    process = subprocess.Popen([RUNNER, "mcp", "--http", "--port", "0", "--functions", FUNCTIONS, *args],
+                               env=environment(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               text=True)
+    assert process.stderr is not None
+    lines = [process.stderr.readline()]
+    match = re.search(r"(http://\S+/mcp)", lines[0])
+    assert match, lines
+    if "--host" in args:
+        lines += [process.stderr.readline(), process.stderr.readline()]
+    return process, match.group(1), lines
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def wait_for(url: str, headers: dict[str, str] | None = None) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx2.get(url, headers=headers or {}, timeout=1)
+            return
+        except httpx2.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
+def test_streamable_http_on_loopback_with_the_sdks_client():
+    process, url, _ = start_http()
+    try:
+        wait_for(url)
+
+        async def scenario() -> dict[str, dict]:
+            async with Client(url) as client:
+                return await exercise(client)
+
+        check(anyio.run(scenario))
+        # a page that rebinds its own name to 127.0.0.1 is turned away
+        rebound = httpx2.post(url, headers={"Host": "evil.example"}, json={})
+        assert rebound.status_code == 421
+    finally:
+        stop(process)
+
+
+def test_streamable_http_off_loopback_needs_the_token():
+    process, url, lines = start_http("--host", "0.0.0.0")
+    try:
+        token = re.search(r"token (\S+)", lines[1]).group(1)
+        local = url.replace("0.0.0.0", "127.0.0.1")
+        wait_for(local, {"Authorization": f"Bearer {token}"})
+        assert httpx2.post(local, json={}).status_code == 401
+        assert httpx2.post(local, json={}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+        async def scenario() -> str:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                    Client(_transport(local, http)) as client:
+                result = await client.call_tool("run_python", {"code": "print('with token')"})
+                return structured(result)["stdout"]
+
+        assert anyio.run(scenario) == "with token\n"
+    finally:
+        stop(process)
+
+
+def _transport(url: str, http: httpx2.AsyncClient):
+    return streamable_http_client(url, http_client=http)

@@ -1,0 +1,173 @@
+"""runner in smolagents (runner.integrations.smolagents), with the real smolagents package and
+the scripted OpenAI-compatible server: a CodeAgent reaching final_answer with state across
+steps, tools and variables in the sandbox, authorised imports, the log and the viewer, and
+hostile steps."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("smolagents", reason="the smolagents extra: pip install 'runner[smolagents]'")
+
+from fake_openai_server import FakeOpenAI  # noqa: E402
+from integration_cases import HOSTILE, logged  # noqa: E402
+from smolagents import CodeAgent, OpenAIServerModel, Tool, tool  # noqa: E402
+
+from runner import Limits, Sandbox  # noqa: E402
+from runner.errors import ConfigurationError  # noqa: E402
+from runner.integrations.smolagents import (  # noqa: E402
+    RunnerPythonExecutor,
+    StepFailed,
+    authorized_packages,
+    variables_code,
+)
+from runner.logs import LogStore  # noqa: E402
+
+
+@tool
+def cube(n: int) -> int:
+    """Cube a whole number.
+
+    Args:
+        n: the number to cube.
+    """
+    return n ** 3
+
+
+class HostTool(Tool):
+    name = "read_secret"
+    description = "Reads a secret on the host."
+    inputs = {"key": {"type": "string", "description": "which"}}
+    output_type = "string"
+
+    def forward(self, key: str) -> str:
+        return self.secrets[key]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    with LogStore(tmp_path_factory.mktemp("smolagents") / "log.db") as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def sandbox(store):
+    with Sandbox(backend="restricted", log_store=store, limits=Limits(timeout_s=10)) as box:
+        yield box
+
+
+def step(thought: str, code: str) -> str:
+    return f"Thought: {thought}\n<code>\n{code}\n</code>"
+
+
+def agent(server: FakeOpenAI, executor: RunnerPythonExecutor, tools=(), **options) -> CodeAgent:
+    model = OpenAIServerModel(model_id=server.model, api_base=server.url, api_key="k")
+    return CodeAgent(tools=list(tools), model=model, executor=executor, max_steps=5, verbosity_level=0,
+                     **options)
+
+
+def test_code_agent_reaches_final_answer_with_state_tools_and_variables(sandbox, store):
+    with FakeOpenAI() as server, RunnerPythonExecutor(sandbox, timeout=5) as executor:
+        server.replies(step("Cube the base.", "volume = cube(side)\nprint(volume)"),
+                       step("Add one.", "final_answer({'volume': volume, 'plus_one': volume + 1})"))
+        result = agent(server, executor, tools=[cube]).run(
+            "What is the cube of side, plus one?", additional_args={"side": 3})
+        assert result == {"volume": 27, "plus_one": 28}
+        # the second model request carried the first step's printed output
+        assert "27" in str(server.requests[1]["messages"])
+    steps = [r for r in store.list_executions(limit=None) if r.meta.get("smolagents") == "step"]
+    assert [r.request.code for r in steps[::-1]][-2:] == [
+        "volume = cube(side)\nprint(volume)", "final_answer({'volume': volume, 'plus_one': volume + 1})"]
+    assert len({r.meta["session"] for r in steps[:2]}) == 1  # one session, state carried
+    for record in steps[:2]:
+        logged(store, record.id, "smolagents")
+
+
+def test_a_failing_step_is_read_by_the_model_and_the_run_goes_on(sandbox):
+    with FakeOpenAI() as server, RunnerPythonExecutor(sandbox, timeout=1) as executor:
+        server.replies(step("Try.", "print(undefined_name)"),
+                       step("Loop.", "while True:\n    pass"),
+                       step("Import.", "import os\nos.listdir('/')"),
+                       step("Answer.", "final_answer(42)"))
+        assert agent(server, executor).run("Answer 42.") == 42
+        sent = str(server.requests[-1]["messages"])
+        assert "NameError" in sent and "Timeout" in sent and "import of 'os' is not allowed" in sent
+
+
+def test_executor_protocol_directly(sandbox):
+    with RunnerPythonExecutor(sandbox, timeout=5) as executor:
+        executor.send_tools({})
+        executor.send_variables({"numbers": [1, 2, 3], "label": "it's \"quoted\"\n'''"})
+        out = executor("total = sum(numbers)\nprint(label)")
+        assert not out.is_final_answer and out.output is None
+        assert out.logs == "it's \"quoted\"\n'''"
+        answer = executor("final_answer(total)")
+        assert answer.is_final_answer and answer.output == 6
+        with pytest.raises(StepFailed) as failed:
+            executor("1 / 0")
+        assert "ZeroDivisionError" in str(failed.value)
+        caught = executor("try:\n    final_answer('x')\nexcept Exception:\n    print('not caught')")
+        assert caught.is_final_answer and caught.output == "x"  # final_answer is not an Exception
+
+
+def test_tools_that_cannot_run_in_the_sandbox_are_refused_with_the_reason(sandbox):
+    with RunnerPythonExecutor(sandbox) as executor:
+        with pytest.raises(ConfigurationError) as refused:
+            executor.send_tools({"cube": cube, "read_secret": HostTool()})
+        assert "read_secret" in refused.value.message and "self" in refused.value.message
+
+
+def test_authorized_imports_map_onto_what_the_sandbox_allows():
+    assert authorized_packages(["sympy", "math", "sympy.*"], "restricted") == ()
+    with pytest.raises(ConfigurationError) as refused:
+        authorized_packages(["numpy", "math", "os"], "restricted")
+    assert "'numpy', 'os'" in refused.value.message and "docker" in refused.value.fix
+    assert authorized_packages(["numpy.linalg", "json", "PIL"], "docker") == ("numpy", "pillow")
+    with pytest.raises(ConfigurationError):
+        authorized_packages(["*"], "docker")
+    with pytest.raises(ConfigurationError):
+        RunnerPythonExecutor(additional_authorized_imports=["requests"])
+
+
+def test_variables_are_data_never_code():
+    hostile = {"x": "'); import os; os.system('id'); ('"}
+    code = variables_code(hostile)
+    assert code.splitlines()[1] == "x = _runner_json.loads('\"\\'); import os; os.system(\\'id\\'); (\\'\"')"
+    for bad in ({"__import__": 1}, {"a b": 1}, {"class": 1}, {"v": object()}):
+        with pytest.raises(ConfigurationError):
+            variables_code(bad)
+
+
+def test_an_executor_that_opens_its_own_sandbox_logs_the_integration_as_source():
+    with RunnerPythonExecutor(timeout=5) as executor:
+        executor("print('logged')")
+        store = executor.sandbox.log_store
+        assert store is not None
+        record = store.list_executions(source="smolagents", limit=1)[0]
+        logged(store, record.id, "smolagents")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_steps_and_the_sandbox_stays_usable(sandbox, store, name):
+    with RunnerPythonExecutor(sandbox, timeout=1) as executor:
+        executor("kept = 1")
+        if name == "flood":
+            out = executor(HOSTILE[name])
+            assert "cut" in out.logs and len(out.logs) < 30_000
+        else:
+            with pytest.raises(StepFailed) as failed:
+                executor(HOSTILE[name])
+            logged(store, failed.value.result.id, "smolagents")
+        assert executor("print('still here')").logs == "still here"
+
+
+@pytest.mark.docker
+def test_on_docker_authorized_imports_become_sandbox_packages(store):
+    from conftest import backend_options
+
+    with Sandbox(backend="docker", log_store=store, **backend_options("docker")) as box, \
+            RunnerPythonExecutor(box, additional_authorized_imports=["numpy.linalg", "statistics"],
+                                 timeout=30) as executor:
+        assert executor.packages == ("numpy",)
+        out = executor("import numpy\nfinal_answer(int(numpy.linalg.matrix_rank(numpy.eye(3))))")
+        assert out.is_final_answer and out.output == 3
