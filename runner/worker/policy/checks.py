@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 
 from .modules import Policy
-from .names import MAX_SCAN_DEPTH
+from .names import MAX_SCAN_DEPTH, identity
 from .refusals import Unacceptable, deny, refuse_quietly
 
 PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
@@ -120,13 +120,13 @@ class ValueRule:
 
     def allow(self, value: Any) -> None:
         """This very object may be held (one of the policy's own guarded callables)."""
-        self._own[id(value)] = value
+        self._own[identity(value)] = value
 
     def substitute(self, real: Any, stand_in: Any) -> None:
-        self._substitutes[id(real)] = (real, stand_in)
+        self._substitutes[identity(real)] = (real, stand_in)
 
     def substitute_for(self, value: Any) -> Any | None:
-        entry = self._substitutes.get(id(value))
+        entry = self._substitutes.get(identity(value))
         return entry[1] if entry is not None and entry[0] is value else None
 
     def acceptable(self, value: Any) -> tuple[bool, Any]:
@@ -137,13 +137,30 @@ class ValueRule:
         except Unacceptable:
             return False, None
 
+    def known(self, value: Any) -> bool:
+        """Held as it is before, no second look needed: one of the policy's own callables,
+        an instance of a class already judged, or a bound method of one whose function
+        comes from a module that may be used. Never a value refused or replaced by
+        identity. (The common case, asked before any message is built.)"""
+        if self._own.get(identity(value)) is value:
+            return True
+        if identity(value) in self._substitutes or self.policy.denial_of(value) is not None:
+            return False
+        kind = type(value)
+        if self._by_class.get(kind):
+            return True
+        if kind is types.MethodType:
+            owner = value.__self__
+            return not isinstance(owner, (type, types.ModuleType)) \
+                and bool(self._by_class.get(type(owner))) \
+                and self.policy.module_usable(function_module(value.__func__))
+        return False
+
     def check(self, value: Any, where: str, depth: int = 0, *,
               refuse: Callable[[str], Any] = deny) -> Any:
         """The value (or its guarded stand-in) if user code may hold it; else `refuse`."""
         kind = type(value)
-        if kind in PLAIN_TYPES:
-            return value
-        if self._own.get(id(value)) is value:
+        if kind in PLAIN_TYPES or self.known(value):
             return value
         substitute = self.substitute_for(value)
         if substitute is not None:
@@ -151,15 +168,6 @@ class ValueRule:
         why = self.policy.denial_of(value)
         if why is not None:
             refuse(f"{where} is not available in the restricted backend: {why}")
-        if self._by_class.get(kind):
-            return value
-        if kind is types.MethodType:
-            # A bound method of an instance of a class already judged, whose function
-            # comes from a module that may be used, needs no second look.
-            owner = value.__self__
-            if not isinstance(owner, (type, types.ModuleType)) and self._by_class.get(type(owner)) \
-                    and self.policy.module_usable(function_module(value.__func__)):
-                return value
         if kind is types.ModuleType or isinstance(value, types.ModuleType):
             name = getattr(value, "__name__", "?")
             if not self.policy.module_allowed(name):

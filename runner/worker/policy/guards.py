@@ -297,7 +297,7 @@ class Guards:
             if isinstance(obj, type) and issubclass(obj, UserString):
                 deny("UserString.format on the class is not allowed; call it on an instance")
         value = getattr(obj, name, *default)
-        if type(value) in PLAIN_TYPES:
+        if type(value) in PLAIN_TYPES or self.values.known(value):
             return value
         return self.values.check(value, f"'{name}' of {describe(obj)}")
 
@@ -310,7 +310,7 @@ class Guards:
 
     def getitem(self, obj: Any, key: Any) -> Any:
         value = obj[key]
-        if type(value) in PLAIN_TYPES:
+        if type(value) in PLAIN_TYPES or self.values.known(value):
             return value
         return self.values.check(value, f"an item of {describe(obj)}")
 

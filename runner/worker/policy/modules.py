@@ -12,7 +12,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from .libraries import Library, declaration
-from .names import DEFAULT_ALLOWED_MODULES, INTERNAL_MODULES, REFUSED_PARTS, REFUSED_STDLIB_MODULES
+from .names import (
+    DEFAULT_ALLOWED_MODULES,
+    INTERNAL_MODULES,
+    REFUSED_PARTS,
+    REFUSED_STDLIB_MODULES,
+    identity,
+)
 
 # The real builtins and helpers that must never reach user code through some library's
 # attribute: they read any attribute, import by name, run strings or open files.
@@ -55,6 +61,7 @@ class Policy:
         self.value_only = tuple(value_only)
         self._value_only_roots = frozenset(prefix.rstrip(".") for prefix in value_only)
         self._verdicts: dict[str, bool] = {}
+        self._usable: dict[str, bool] = {}
         self._denied: dict[int, tuple[Any, str]] = {}
         for obj in DANGEROUS_OBJECTS:
             self.deny_object(obj, "it can run arbitrary code or reach the system; use the "
@@ -88,9 +95,16 @@ class Policy:
     def module_usable(self, name: str) -> bool:
         """Objects defined in module `name` may be held: an allowed module's, the
         interpreter's own, or a value-only package's."""
-        if name in INTERNAL_MODULES or self.value_only_module(name):
-            return not self.module_denied(name)
-        return self.module_allowed(name)
+        # Asked for every library object user code touches: found once per module name.
+        verdict = self._usable.get(name) if type(name) is str else None
+        if verdict is None:
+            if name in INTERNAL_MODULES or self.value_only_module(name):
+                verdict = not self.module_denied(name)
+            else:
+                verdict = self.module_allowed(name)
+            if type(name) is str and len(self._usable) < 10_000:
+                self._usable[name] = verdict
+        return verdict
 
     def value_only_module(self, name: str) -> bool:
         return bool(self.value_only) and (name.startswith(self.value_only)
@@ -98,8 +112,8 @@ class Policy:
 
     def deny_object(self, obj: Any, why: str) -> None:
         """Refuse this very object (by identity, kept alive here) wherever it appears."""
-        self._denied[id(obj)] = (obj, why)
+        self._denied[identity(obj)] = (obj, why)
 
     def denial_of(self, obj: Any) -> str | None:
-        entry = self._denied.get(id(obj))
+        entry = self._denied.get(identity(obj))
         return entry[1] if entry is not None and entry[0] is obj else None

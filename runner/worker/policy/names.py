@@ -7,6 +7,13 @@ policy's own modules (everything else imports this).
 
 from __future__ import annotations
 
+# An object's identity as a dict key, for the tables the checks consult on every value.
+# Not id(): each id() call is an audit event ("builtins.id") the worker's audit hook looks
+# at, millions of times in a loop of calls. object.__hash__ is the default, address-derived
+# hash whatever the object's class defines (a rotation of the address: one per live
+# object); the tables keep the object and confirm it with `is`.
+identity = object.__hash__
+
 # The modules allowed by default (each library among them also has a declaration).
 DEFAULT_ALLOWED_MODULES: tuple[str, ...] = (
     "math", "cmath", "fractions", "decimal", "statistics", "itertools", "functools",

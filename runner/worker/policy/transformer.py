@@ -35,6 +35,7 @@ from .names import (
     RESERVED_PRIVATE_NAMES,
     SAFE_DUNDER_ATTRIBUTES,
     SPECIAL_METHOD_NAMES,
+    identity,
     is_private_name,
 )
 
@@ -458,7 +459,7 @@ def _remember(code: types.CodeType) -> None:
     pending = [code]
     while pending:
         current = pending.pop()
-        _POLICY_CODE[id(current)] = current
+        _POLICY_CODE[identity(current)] = current
         pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
 
 
@@ -468,7 +469,7 @@ def is_policy_function(value: Any) -> bool:
     if type(value) is not types.FunctionType:
         return False
     code = value.__code__
-    return _POLICY_CODE.get(id(code)) is code
+    return _POLICY_CODE.get(identity(code)) is code
 
 
 def compile_user_code(source: str | ast.Module, filename: str, *,

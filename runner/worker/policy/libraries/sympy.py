@@ -33,6 +33,7 @@ from typing import Any
 from ... import audit
 from ..guards import Guards
 from ..hooks import evaluate, run_module
+from ..names import identity
 from ..refusals import deny
 from ..transformer import compile_user_code, compile_user_expression
 from . import Library
@@ -111,7 +112,7 @@ class Sanitizer:
         for name, value in list(dict.items(source)):
             if type(name) is not str or name.startswith("_"):
                 continue
-            if self._safe.get(id(value)) is value:
+            if self._safe.get(identity(value)) is value:
                 namespace[name] = value
                 continue
             if isinstance(value, types.BuiltinFunctionType) and getattr(builtins, name, None) is value:
@@ -129,7 +130,7 @@ class Sanitizer:
 
     def remember(self, namespace: dict[str, Any]) -> None:
         for value in namespace.values():
-            self._safe[id(value)] = value
+            self._safe[identity(value)] = value
 
 
 def _refuse_compile_errors(errors: Sequence[str], what: str) -> None:
