@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .backends.registry import backend_names
-from .cli_options import backend_options, limit, ray_options
+from .cli_options import backend_options, count_option, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
 from .terminal import json_text
@@ -190,7 +190,7 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
 @functions_group.command("history")
 @click.argument("set_name", metavar="[SET|FILE]", required=False)
 @click.argument("function", required=False)
-@click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
+@count_option(None, what="Only the last N changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_history(set_name: str | None, function: str | None, count: int | None,

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import click
 
+from .cli_options import count_option, number
 from .errors import ConfigurationError
 from .terminal import Style
 from .types import Status
@@ -72,8 +73,7 @@ def logs_group() -> None:
 @click.option("--since", type=TIME, help="Only since then: 30m, 12h, 7d, 2w, or a date.")
 @click.option("--until", type=TIME, help="Only before then.")
 @click.option("--run", "run_id", metavar="RUN_ID", help="Only the executions of this agent run.")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
+@count_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @_RAW
 def logs_list(query: str | None, status: str | None, backend: str | None, source: str | None,
@@ -209,7 +209,7 @@ def logs_replay(target: str, as_json: bool, raw: bool) -> None:
 
 
 @logs_group.command("stats")
-@click.option("--days", type=click.IntRange(min=1, max=3660), default=14, show_default=True,
+@click.option("--days", type=number(1, 3660, integer=True), default=14, show_default=True,
               help="How many days the per-day counts cover.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def logs_stats(days: int, as_json: bool) -> None:
@@ -282,7 +282,7 @@ def logs_prune(before: datetime, dry_run: bool) -> None:
 @logs_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback requires a token (printed once).")
-@click.option("--port", type=click.IntRange(min=0, max=65535), default=8765, show_default=True,
+@click.option("--port", type=number(0, 65535, integer=True), default=8765, show_default=True,
               help="Port (0 picks a free one).")
 def logs_serve(host: str, port: int) -> None:
     """A read-only web viewer of the log: executions, search, agent runs, function sets."""

@@ -27,6 +27,7 @@ from typing import IO, Any, TypeVar
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .cli_options import count_option, limit, model_options, number
 from .terminal import sanitize_for_terminal as clean_text
 from .text_table import columns
 
@@ -106,9 +107,9 @@ def math_group() -> None:
                    'verdict per line, in order.')
 @click.option("--decimal", "allow_decimal", is_flag=True,
               help="The problem asked for a decimal: a decimal agreeing to its digits counts.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1, max=600), default=5.0,
+@click.option("--timeout", "timeout_s", type=number(0.1, 600), default=5.0,
               show_default=True, help="Seconds for one symbolic comparison.")
-@click.option("--workers", type=click.IntRange(min=1, max=64),
+@click.option("--workers", type=number(1, 64, integer=True),
               help="Checker processes (default: the CPU count, at most 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check_command(gold: str | None, candidate: str | None, pairs_path: str | None,
@@ -181,42 +182,19 @@ def data_command(force: bool, as_json: bool) -> None:
         return
     if report.already_present:
         click.echo(f"already present and intact in {report.directory} (--force to fetch again)")
-    for key, number in report.counts.items():
+    for key, count in report.counts.items():
         left_out = report.excluded.get(key, [])
         note = f" ({len(left_out)} left out: no answer in the source)" if left_out else ""
-        click.echo(f"{key:<12} {number:>6} problems{note}")
+        click.echo(f"{key:<12} {count:>6} problems{note}")
     click.echo(f"in {report.directory}; licences and citations in "
                f"{report.directory / 'NOTICE.md'}")
 
 
 # -- solving and evaluating --------------------------------------------------------------------
 
+_SEED = number(0, 2**63 - 1, integer=True)
 _METHOD_HELP = ("mathchat: reasoning with Python blocks in one session; pot: one program whose "
                 "output is the answer; vanilla: no code, the answer in \\boxed{}.")
-
-
-def _model_options(function: Any) -> Any:
-    """The options that say which model to ask and how (shared by solve and eval)."""
-    options = [
-        click.option("--model", envvar="RUNNER_MODEL", show_envvar=True,
-                     help="Model name (default: the only model the server serves)."),
-        click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True,
-                     help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
-        click.option("--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
-                     help="API key (local servers need none)."),
-        click.option("--temperature", type=click.FloatRange(min=0, max=2),
-                     help="Sampling temperature (default: the server's)."),
-        click.option("--max-tokens", type=click.IntRange(min=1),
-                     help="Tokens per reply at most (default: the server's)."),
-        click.option("--llm-timeout", type=click.FloatRange(min=0.1), default=120.0,
-                     show_default=True, help="Seconds to wait for one reply."),
-        click.option("--retries", type=click.IntRange(min=0, max=20), default=4,
-                     show_default=True, help="Retries of a request on rate limits, 5xx and "
-                                             "connection errors."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
 
 
 def _solve_options(function: Any) -> Any:
@@ -232,10 +210,10 @@ def _solve_options(function: Any) -> Any:
                           "and offered as tool calls."),
         click.option("--backend", type=click.Choice(backend_names()), default="restricted",
                      show_default=True, help="Isolation tier."),
-        click.option("--max-turns", type=click.IntRange(min=1, max=200),
+        click.option("--max-turns", type=number(1, 200, integer=True),
                      help="Model messages per problem at most (default: 15 for mathchat, 1 for "
                           "pot and vanilla)."),
-        click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+        click.option("--timeout", "timeout_s", type=limit("timeout_s"),
                      help="Wall-clock limit of each code block in seconds (default 10)."),
         click.option("--native-tools/--no-native-tools", default=True, show_default=True,
                      help="Also offer the functions as native tool calls (dropped "
@@ -268,7 +246,7 @@ def _show_turn(turn: Any) -> None:
 @math_group.command("solve")
 @click.argument("problem")
 @_solve_options
-@_model_options
+@model_options
 @click.option("--gold", help="The right answer: the solution is checked against it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the solution as one JSON object.")
 def solve_command(problem: str, method: str, functions_path: str | None, backend: str,
@@ -390,13 +368,13 @@ _RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method
               help='Only problems of this type, e.g. "Number Theory". Repeatable.')
 @click.option("--level", "levels", multiple=True, metavar="LEVEL",
               help="Only problems of this level (1-5). Repeatable.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many problems.")
-@click.option("--seed", type=int, help="Draw the --limit problems at random with this seed "
-                                       "(default: the first ones).")
-@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1,
+@click.option("--limit", type=number(1, 10**9, integer=True), help="At most this many problems.")
+@click.option("--seed", type=_SEED, help="Draw the --limit problems at random with this seed "
+                                         "(default: the first ones).")
+@click.option("--concurrency", type=number(1, 64, integer=True), default=1,
               show_default=True, help="Problems solved at once, each in its own session.")
 @_solve_options
-@_model_options
+@model_options
 @click.option("--on-bad-line", "--on-error", "on_bad_line", type=click.Choice(["stop", "skip"]),
               default="stop", show_default=True,
               help="A dataset line that is not a usable problem: stop (listing the bad lines) "
@@ -457,8 +435,7 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
 
 
 @math_group.command("evals")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
+@count_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def evals_command(count: int, as_json: bool) -> None:
     """Evaluations, newest first, with their progress (done/total) and accuracy."""
@@ -605,12 +582,13 @@ class _TrainingProgress:
               help="Only problems of this type. Repeatable.")
 @click.option("--level", "levels", multiple=True, metavar="LEVEL",
               help="Only problems of this level (1-5). Repeatable.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many training problems.")
-@click.option("--seed", type=int, help="Draw the --limit problems at random with this seed.")
-@click.option("--epochs", type=click.IntRange(min=1, max=10_000), default=5, show_default=True,
+@click.option("--limit", type=number(1, 10**9, integer=True),
+              help="At most this many training problems.")
+@click.option("--seed", type=_SEED, help="Draw the --limit problems at random with this seed.")
+@click.option("--epochs", type=number(1, 10_000, integer=True), default=5, show_default=True,
               help="Optimizer steps, each followed by a measurement (after epoch 0, the "
                    "starting set's).")
-@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+@click.option("--concurrency", type=number(1, 64, integer=True), default=1, show_default=True,
               help="Problems solved at once in each measurement.")
 @click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
               help="The starting function set (default: none).")
@@ -618,13 +596,13 @@ class _TrainingProgress:
               show_default=True, help="How the agent solves problems.")
 @click.option("--backend", type=click.Choice(_backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--max-turns", type=click.IntRange(min=1, max=200),
+@click.option("--max-turns", type=number(1, 200, integer=True),
               help="Model messages per problem at most (default 15 for mathchat).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
+@click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit of each code block in seconds (default 10).")
 @click.option("--native-tools/--no-native-tools", default=True, show_default=True,
               help="Also offer the functions as native tool calls to the agent.")
-@_model_options
+@model_options
 @click.option("--optimizer-model", help="The optimizer's model (default: --model).")
 @click.option("--optimizer-base-url", help="The optimizer's endpoint (default: --base-url).")
 @click.option("--optimizer-api-key", envvar="RUNNER_OPTIMIZER_API_KEY", show_envvar=True,
@@ -633,15 +611,15 @@ class _TrainingProgress:
               default="auto", show_default=True,
               help="tools: native tool calls; json: one JSON object per reply; auto: tool "
                    "calls, or JSON when the server has none.")
-@click.option("--optimizer-max-tokens", type=click.IntRange(min=1),
+@click.option("--optimizer-max-tokens", type=number(1, 10_000_000, integer=True),
               help="Tokens per optimizer reply at most (default: --max-tokens).")
-@click.option("--max-actions", type=click.IntRange(min=1, max=1000), default=3,
+@click.option("--max-actions", type=number(1, 1000, integer=True), default=3,
               show_default=True, help="Accepted actions per optimizer step at most.")
-@click.option("--max-tries", type=click.IntRange(min=1, max=1000), default=3, show_default=True,
+@click.option("--max-tries", type=number(1, 1000, integer=True), default=3, show_default=True,
               help="Optimizer replies per action at most (each refusal is explained to it).")
-@click.option("--patience", type=click.IntRange(min=1, max=10_000), default=2,
+@click.option("--patience", type=number(1, 10_000, integer=True), default=2,
               show_default=True, help="Stop after this many epochs without improvement.")
-@click.option("--history-tokens", type=click.IntRange(min=100), default=6000,
+@click.option("--history-tokens", type=number(100, 10_000_000, integer=True), default=6000,
               show_default=True,
               help="Tokens of conversations and results in an optimizer request at most.")
 @click.option("--show-rolled-back/--no-show-rolled-back", default=True, show_default=True,
@@ -733,8 +711,7 @@ def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
 
 
 @math_group.command("trainings")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
+@count_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def trainings_command(count: int, as_json: bool) -> None:
     """Trainings (runner math train), newest first, with their best success rate."""

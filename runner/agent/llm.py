@@ -41,6 +41,13 @@ Message = dict[str, Any]
 
 # Words in a 4xx error body that say the request was refused because of function calling.
 _TOOL_WORDS = ("tool", "function call", "function_call", "functions")
+# The valid values of the client's settings, stated once: the constructor checks them and
+# the CLI's options take them (`runner.cli_options.model_options`).
+TIMEOUT_RANGE = Range(0, True, 3600)
+RETRIES_RANGE = Range(0, False, 100, integer=True)
+TEMPERATURE_RANGE = Range(0, False, 2)
+MAX_TOKENS_RANGE = Range(1, False, 10_000_000, integer=True)
+
 _TOOLS_FIX = ("use a protocol that needs no native function calling: `--protocol json` "
               "(or text), i.e. Agent(protocol='json'); or enable tool calling on the server "
               "(vLLM: --enable-auto-tool-choice --tool-call-parser ...)")
@@ -105,14 +112,13 @@ class OpenAIChat:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         import openai
 
-        require("timeout_s", timeout_s, Range(0, True, 3600), fix="pass a timeout in seconds, e.g. 120")
-        require("max_retries", max_retries, Range(0, False, 100, integer=True),
-                fix="pass 0 for no retries")
+        require("timeout_s", timeout_s, TIMEOUT_RANGE, fix="pass a timeout in seconds, e.g. 120")
+        require("max_retries", max_retries, RETRIES_RANGE, fix="pass 0 for no retries")
         require("backoff_s", backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 1")
         require("max_backoff_s", max_backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 30")
-        require("temperature", temperature, Range(0, False, 2), optional=True,
+        require("temperature", temperature, TEMPERATURE_RANGE, optional=True,
                 fix="pass a sampling temperature from 0 to 2, or None for the server's")
-        require("max_tokens", max_tokens, Range(1, False, 10_000_000, integer=True), optional=True,
+        require("max_tokens", max_tokens, MAX_TOKENS_RANGE, optional=True,
                 fix="pass a positive number of tokens, or None for the server's")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
