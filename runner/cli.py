@@ -49,6 +49,17 @@ class _Group(click.Group):
 @click.version_option(version=__version__, prog_name="runner")
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
+    _encodable_output()
+
+
+def _encodable_output() -> None:
+    """Output that any text can go to: a character the stream's encoding cannot write (a lone
+    surrogate from a command-line argument or a JSON file) is written as its escape (`\\udXXX`)
+    instead of failing the command halfway through its output."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
 
 
 def _read_code(source: str) -> str:

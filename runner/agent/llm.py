@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..encodable import encodable
 from ..errors import (
     ConfigurationError,
     LLMAuthenticationError,
@@ -360,7 +361,10 @@ def _text(content: Any) -> str:
 
 def reply_from_completion(data: dict[str, Any], *, latency_ms: int, retries: int,
                           where: str = "the model server") -> ChatReply:
-    """The reply in a chat-completion body (as a server sends it), read as untrusted data."""
+    """The reply in a chat-completion body (as a server sends it), read as untrusted data.
+    Its text is made encodable first (a lone surrogate, valid in JSON, becomes `\\udXXX`),
+    so that the reply can be logged, printed and sent back whatever the server wrote."""
+    data = encodable(data)
     try:
         completion = _WireCompletion.model_validate(data)
     except ValidationError as exc:

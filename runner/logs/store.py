@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..encodable import encodable_text
 from ..errors import ConfigurationError, LogStoreError, NotFoundError
 from ..paths import log_db_path
 from ..types import ExecutionRequest, ExecutionResult, Resources, Status
@@ -444,7 +445,8 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
     conn: sqlite3.Connection | None = None
     try:
         # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
-        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                               check_same_thread=False, factory=EncodableConnection)
         _configure(conn, path, busy_timeout_s)
         apply_migrations(conn, path, migrations)
         return conn
@@ -519,6 +521,28 @@ def _raise_newer(path: Path, version: int, latest: int) -> None:
         fix="upgrade runner (pip install -U runner), or set RUNNER_HOME to another directory")
 
 
+class EncodableConnection(sqlite3.Connection):
+    """A connection whose statements take any text: a string parameter holding a lone
+    surrogate (which SQLite cannot store, failing the whole write) is written with the
+    surrogate as its `\\udXXX` escape (`runner.encodable`). Every connection that writes
+    the log is one, so no caller can lose a row to the text a model or program produced."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _encodable_parameters(parameters))
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        return super().executemany(sql, (_encodable_parameters(p) for p in parameters))
+
+
+def _encodable_parameters(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return {key: encodable_text(value) if isinstance(value, str) else value
+                for key, value in parameters.items()}
+    if isinstance(parameters, (list, tuple)):
+        return [encodable_text(value) if isinstance(value, str) else value for value in parameters]
+    return parameters
+
+
 def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
             ) -> sqlite3.Connection:
     """A short-lived connection to a database that is already at the current schema (the
@@ -526,7 +550,8 @@ def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY
     with foreign keys enforced."""
     if read_only:
         return open_read_only(path, busy_timeout_s)
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                           factory=EncodableConnection)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
