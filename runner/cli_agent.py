@@ -119,7 +119,14 @@ def _print_ending(run: Any, printer: Printer) -> None:
              f"{len(run.turns)} turns", f"id {run.id}"]
     if run.stop_reason and run.final_answer is None:
         notes.insert(1, sanitize_for_terminal(run.stop_reason) if not printer.raw else run.stop_reason)
-    printer.styled("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+    printer.styled("-- " + " · ".join(notes) + logged_hint(run), err=True)
+
+
+def logged_hint(run: Any) -> str:
+    """Where to see a run again: `runner logs show ID`, or why it is not in the log."""
+    if run.not_logged:  # the reason was printed when the run ended
+        return " (not in the log)"
+    return f" (runner logs show {run.id})"
 
 
 @click.command("runs")

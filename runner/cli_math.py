@@ -258,6 +258,7 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
 
     The conversation is logged: `runner logs show RUN_ID` shows it with its executions."""
     from .agent import OpenAIChat
+    from .cli_agent import logged_hint
     from .math.mathchat import solve
     from .types import Limits
 
@@ -283,7 +284,7 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
                          + f" ({clean_text(solution.verdict.reason)})")
         if solution.answer is None and solution.stop_reason:
             notes.append(clean_text(solution.stop_reason))
-        click.echo("-- " + " · ".join(notes) + f" (runner logs show {solution.run_id})", err=True)
+        click.echo("-- " + " · ".join(notes) + logged_hint(solution.run), err=True)
     sys.exit(0 if solution.answer is not None and solution.correct is not False else 1)
 
 

@@ -8,7 +8,8 @@ Design choices, and why:
   writes are tiny, so serialising them costs nothing measurable.
 - A result is never lost: if the database write fails for any reason, the record is
   appended to a spool file (`unlogged.jsonl` next to the database) and imported,
-  idempotently, the next time a store opens that database.
+  idempotently, the next time a store opens that database. Agent runs have a spool of
+  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ logger = logging.getLogger("runner.logs")
 
 SPOOL_NAME = "unlogged.jsonl"
 REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
+# Agent runs the database could not take (written whole, as `runner.logs.agent` reads them).
+RUN_SPOOL_NAME = "unlogged_runs.jsonl"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
 T = TypeVar("T")
@@ -136,7 +139,8 @@ class LogStore:
         (a read-only mount), it reads what is there read-only.
         """
         where = Path(path) if path is not None else log_db_path()
-        if where.exists() and not (where.parent / SPOOL_NAME).exists():
+        spooled = any((where.parent / name).exists() for name in (SPOOL_NAME, RUN_SPOOL_NAME))
+        if where.exists() and not spooled:
             try:
                 return cls(where, read_only=True)
             except SchemaBehindError:
@@ -230,7 +234,7 @@ class LogStore:
     ) -> None:
         try:
             line = _spool_line(request, result, source, meta)
-            _append_locked(self.spool_path, line)
+            append_locked(self.spool_path, line)
         except Exception as spool_exc:
             logger.warning(
                 "could not log execution %s to %s (%s) nor to %s (%s); the record is lost",
@@ -255,6 +259,25 @@ class LogStore:
             return
         if lines:
             logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
+        runs_path = self._path.parent / RUN_SPOOL_NAME
+        try:
+            runs = _take_spool(runs_path, self._insert_spooled_runs)
+        except Exception as exc:
+            logger.warning("could not import %s into %s: %s; will retry on next open", runs_path,
+                           self._path, exc)
+            return
+        if runs:
+            logger.info("imported %d spooled agent run(s) from %s", runs, runs_path)
+
+    def _insert_spooled_runs(self, lines: list[bytes]) -> int:
+        from .agent import import_spooled_runs  # the agent log builds on this module
+
+        with self._lock:
+            count, rejected = import_spooled_runs(self._connection(), lines)
+        if rejected:
+            rejected_path = self._path.parent / REJECTED_SPOOL_NAME
+            append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
+        return count
 
     def _insert_spooled(self, lines: list[bytes]) -> int:
         rows, accepted, rejected = [], [], []
@@ -285,7 +308,7 @@ class LogStore:
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
             rejected_path = self._path.parent / REJECTED_SPOOL_NAME
-            _append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
+            append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
             logger.warning(
                 "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
             )
@@ -800,7 +823,7 @@ def _ends_with_newline(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
 
 
-def _append_locked(path: Path, data: bytes) -> None:
+def append_locked(path: Path, data: bytes) -> None:
     """Append under an exclusive flock, to the file currently at `path`.
 
     The importer deletes the spool while holding the same lock, so after taking the
