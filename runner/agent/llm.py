@@ -31,6 +31,7 @@ from ..errors import (
     ConfigurationError,
     LLMAuthenticationError,
     LLMError,
+    LLMProtocolError,
     LLMRequestError,
     LLMUnavailableError,
     ToolsNotSupportedError,
@@ -255,7 +256,7 @@ class OpenAIChat:
             if isinstance(data, dict):
                 return data
             problem = f"a JSON {_JSON_NAMES.get(type(data), 'value')}, not an object"
-        raise LLMError(f"{self._where} answered {request} with HTTP {status} {kind}, {problem}, where "
+        raise LLMProtocolError(f"{self._where} answered {request} with HTTP {status} {kind}, {problem}, where "
                        f"{expected} was expected: {_snippet(body)}",
                        fix=fix or f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}")
 
@@ -370,11 +371,11 @@ def reply_from_completion(data: dict[str, Any], *, latency_ms: int, retries: int
     except ValidationError as exc:
         first = exc.errors()[0]
         place = ".".join(str(part) for part in first["loc"])
-        raise LLMError(f"{where} answered with JSON that is not a chat completion ({place}: "
+        raise LLMProtocolError(f"{where} answered with JSON that is not a chat completion ({place}: "
                        f"{first['msg']}): {_snippet(json.dumps(data).encode())}",
                        fix=f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}") from None
     if not completion.choices:
-        raise LLMError(f"{where} answered without a choice (an empty reply): "
+        raise LLMProtocolError(f"{where} answered without a choice (an empty reply): "
                        f"{_snippet(json.dumps(data).encode())}",
                        fix="check the server's logs; the model may have failed to load, or "
                            f"--base-url points elsewhere ({_BASE_URL_HINT})")

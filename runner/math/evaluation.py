@@ -19,7 +19,8 @@ How it works:
   settings, whatever stopped it (an error, Ctrl-C, SIGKILL): a done item is never run
   again and never counted twice. A conversation cut short by a kill left a `running`
   agent run behind; its item is pending, so it runs again, from the start.
-- A model server that cannot be reached (or refuses the key) stops the evaluation, which
+- A model server that cannot be reached, refuses the key or stops speaking the protocol
+  (`jobs.FATAL_LLM_CODES`) stops the evaluation (its problem stays pending), which
   stays resumable; a request the server refuses for one problem only (a context too long)
   counts as that problem unanswered.
 

@@ -62,7 +62,6 @@ from ..types import Limits
 from .datasets import DATASETS, Dataset, file_sha256, load_dataset
 from .evaluation import ProgressListener, evaluate, resume_evaluation
 from .jobs import (
-    FATAL_LLM_CODES,
     Stop,
     check_server,
     error_dict,
@@ -398,8 +397,12 @@ class _Training:
         result = optimizer.step(conversations, statistics, current, start=working,
                                 actions_taken=len(taken), rolled_back=self._rolled_back(),
                                 max_actions=limit, on_run=recorded)
-        if result.error is not None and result.error.get("code") in FATAL_LLM_CODES:
-            raise Stop(result.error)  # the step stays open: a resume asks again
+        if result.error is not None:
+            # The optimizer could not be talked to (or its conversation failed): an error of
+            # the training, not a step that proposed nothing. The step stays open: a resume
+            # asks again.
+            raise Stop({**result.error, "message": f"epoch {epoch.epoch}'s optimizer step: "
+                                                   f"{result.error.get('message')}"})
         self.log.end_step(self.record.id, epoch.epoch, step_end=result.ended,
                           functions=working.to_dict())
 
