@@ -501,6 +501,17 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX training_actions_version ON training_actions (function_version_id);
         """,
     ),
+    Migration(
+        8,
+        "the owner of each evaluation and training (the process that runs it)",
+        # As agent runs record theirs: a running job whose process is gone reads as
+        # interrupted, and one whose process is alive cannot be resumed a second time
+        # (runner.logs.job_owner). Jobs from before have none: they stay as they were.
+        """
+        ALTER TABLE evaluations ADD COLUMN owner_json TEXT;  -- host, pid, start time, boot id
+        ALTER TABLE trainings ADD COLUMN owner_json TEXT;
+        """,
+    ),
 ]
 
 

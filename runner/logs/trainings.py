@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .job_owner import claim, owner_json, owner_of, seen_status
 from .job_status import JobStatus
 from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import RecordTable
@@ -61,6 +62,7 @@ class TrainingRecord(BaseModel):
     best_functions: dict[str, Any] | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     error: dict[str, Any] | None = None
+    owner: dict[str, Any] | None = None  # the process that runs it (`runner.logs.job_owner`)
 
 
 class EpochRecord(BaseModel):
@@ -125,7 +127,7 @@ _TRAINING_COLUMNS = ("id", "created_at", "finished_at", "status", "stop_reason",
                 "dataset_path", "dataset_sha256", "method", "model", "base_url",
                 "optimizer_model", "optimizer_base_url", "backend", "set_name", "out_path",
                 "epochs", "best_epoch", "best_success_rate", "best_functions_json",
-                "settings_json", "error_json")
+                "settings_json", "error_json", "owner_json")
 _EPOCH_COLUMNS = ("training_id", "epoch", "status", "started_at", "finished_at",
                   "functions_json", "step_end", "evaluation_id", "correct", "total",
                   "success_rate", "outcome")
@@ -147,7 +149,9 @@ class TrainingLog(RecordTable[TrainingRecord]):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def create(self, record: TrainingRecord) -> None:
+    def create(self, record: TrainingRecord, *, own: bool = True) -> None:
+        """The training's row; this process is its owner (unless `own` is False: a row
+        written as it was elsewhere, with the owner it had)."""
         row = {
             "id": record.id, "created_at": to_iso(record.created_at),
             "finished_at": to_iso(record.finished_at), "status": str(record.status),
@@ -159,10 +163,17 @@ class TrainingLog(RecordTable[TrainingRecord]):
             "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
             "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
             "best_functions_json": to_json(record.best_functions),
-            "settings_json": to_json(record.settings), "error_json": to_json(record.error)}
+            "settings_json": to_json(record.settings), "error_json": to_json(record.error),
+            "owner_json": owner_json() if own else
+            to_json(record.owner) if record.owner is not None else None}
         sql = (f"INSERT INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
                f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
+
+    def claim(self, training_id: str) -> None:
+        """Become the owner of a training about to run again (`runner.logs.job_owner`): a
+        JobRunningError, naming it, while another live process runs it."""
+        self._run_transaction(lambda conn: claim(conn, "trainings", training_id))
 
     def set_status(self, training_id: str, status: JobStatus, *,
                    stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
@@ -289,9 +300,12 @@ class TrainingLog(RecordTable[TrainingRecord]):
 def _training_row(row: Sequence[Any]) -> TrainingRecord:
     r = dict(zip(_TRAINING_COLUMNS, row, strict=True))
     try:
+        owner = owner_of(r["owner_json"])
+        status, error = seen_status("trainings", r["id"], r["status"], owner,
+                                    from_json(r["error_json"]))
         return TrainingRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=from_iso(r["finished_at"]), status=JobStatus(r["status"]),
+            finished_at=from_iso(r["finished_at"]), status=status,
             stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"],
@@ -300,7 +314,7 @@ def _training_row(row: Sequence[Any]) -> TrainingRecord:
             epochs=r["epochs"], best_epoch=r["best_epoch"],
             best_success_rate=r["best_success_rate"],
             best_functions=from_json(r["best_functions_json"]),
-            settings=from_json(r["settings_json"], {}) or {}, error=from_json(r["error_json"]))
+            settings=from_json(r["settings_json"], {}) or {}, error=error, owner=owner)
     except ValueError as exc:
         raise unreadable(f"training {r['id']}", exc) from exc
 

@@ -249,8 +249,14 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
         options = {**record.settings.get("llm", {}), **(llm_options or {})}
         model_llm = llm_from(llm, model=model or record.model, base_url=base_url or record.base_url,
                              api_key=api_key, llm_options=options)
-        check_server(model_llm)
-        evaluations.set_status(record.id, JobStatus.RUNNING)
+        # Refused while another live process runs it: its items would be solved twice.
+        evaluations.claim(record.id)
+        try:
+            check_server(model_llm)
+        except RunnerError as exc:
+            evaluations.set_status(record.id, JobStatus.INTERRUPTED, error={
+                **error_dict(exc), "resume": f"runner math eval --resume {record.id}"})
+            raise
         record = evaluations.get(record.id)
         return _run(record, _Settings.from_record(record), model_llm, store,
                     concurrency=concurrency or int(record.settings.get("concurrency") or 1),

@@ -267,11 +267,17 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
             base_url=optimizer_base_url or record.optimizer_base_url,
             api_key=optimizer_api_key or api_key,
             llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
-        check_server(agent_llm)
-        check_server(optimizer_chat)
+        # Refused while another live process runs it: it would be trained twice at once.
+        log.claim(record.id)
+        try:
+            check_server(agent_llm)
+            check_server(optimizer_chat)
+        except RunnerError as exc:
+            log.set_status(record.id, JobStatus.INTERRUPTED, error={
+                **error_dict(exc), "resume": f"runner math train --resume {record.id}"})
+            raise
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
-        log.set_status(record.id, JobStatus.RUNNING)
         record = record.model_copy(update={"status": JobStatus.RUNNING, "error": None})
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
