@@ -7,6 +7,7 @@ Exit status: 0 when a run's status is `ok`, 1 otherwise (and for runner errors),
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import click
 
 from . import __version__
 from .backends.registry import backend_names
+from .cli_interrupt import ctrl_c
 from .cli_options import backend_options, count_option, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
+from .stopping import RunInterrupted
 from .terminal import json_text
 from .terminal import status as status_text
 from .types import ExecutionResult, Limits, Status
@@ -131,13 +134,35 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
     code = _read_code(source)
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
                                      max_output_bytes=max_output_bytes)
-    with Sandbox(backend=backend, source="cli", **options) as sandbox:
-        result = sandbox.run(code, limits=limits, packages=packages)
+    with ctrl_c("the run", _quit_run(as_json)), \
+            Sandbox(backend=backend, source="cli", **options) as sandbox:
+        try:
+            result = sandbox.run(code, limits=limits, packages=packages)
+        except RunInterrupted as stopped:
+            _print_ending(stopped.result, as_json=as_json, raw=raw)
+            click.echo(f"runner: interrupted (Ctrl-C); the run is logged as {stopped.result.id}",
+                       err=True)
+            sys.exit(130)
+    _print_ending(result, as_json=as_json, raw=raw)
+    sys.exit(0 if result.status is Status.OK else 1)
+
+
+def _print_ending(result: ExecutionResult, *, as_json: bool, raw: bool,
+                  show_return: bool = False) -> None:
     if as_json:
         click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result, raw=raw)
-    sys.exit(0 if result.status is Status.OK else 1)
+        _print_result(result, raw=raw, show_return=show_return)
+
+
+def _quit_run(as_json: bool) -> Callable[[], None]:
+    """What a second Ctrl-C prints before quitting: with --json, still one JSON object."""
+    def quit_run() -> None:
+        if as_json:
+            click.echo(json_text({"id": None, "status": "crashed", "error": {
+                "type": "Interrupted", "message": "quit at once (Ctrl-C twice)"}}), color=True)
+        click.echo("runner: quit at once (Ctrl-C twice)", err=True)
+    return quit_run
 
 
 def _load_set(path: str) -> Any:
@@ -280,12 +305,16 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
         raise click.BadParameter(f"{path} has no function {name!r}; it has: "
                                  f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-    with Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
-        result = sandbox.call(function_set, name, arguments)
-    if as_json:
-        click.echo(json_text(result.to_json_dict()), color=True)
-    else:
-        _print_result(result, show_return=True, raw=raw)
+    with ctrl_c("the call", _quit_run(as_json)), \
+            Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
+        try:
+            result = sandbox.call(function_set, name, arguments)
+        except RunInterrupted as stopped:
+            _print_ending(stopped.result, as_json=as_json, raw=raw)
+            click.echo(f"runner: interrupted (Ctrl-C); the call is logged as {stopped.result.id}",
+                       err=True)
+            sys.exit(130)
+    _print_ending(result, as_json=as_json, raw=raw, show_return=True)
     sys.exit(0 if result.status is Status.OK else 1)
 
 

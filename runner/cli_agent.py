@@ -97,9 +97,15 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
         try:
             run = agent.run(task)
         except KeyboardInterrupt:
-            if agent.last_run is not None:  # logged as interrupted before Ctrl-C went on
-                _print_ending(agent.last_run, Printer(raw=raw))
-            raise
+            stopped = agent.last_run  # logged as interrupted before Ctrl-C went on
+            if stopped is None:
+                raise
+            if as_json:  # still exactly one JSON object
+                click.echo(json_text(stopped.summary_dict()), color=True)
+            else:
+                _print_ending(stopped, Printer(raw=raw))
+            click.echo("runner: interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
     if as_json:
         click.echo(json_text(run.summary_dict()), color=True)
     else:

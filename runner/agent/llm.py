@@ -5,7 +5,9 @@ the assistant message as received (content, tool calls), the whole response body
 usage, latency and how many retries it took. Transient failures (rate limits, 5xx, a
 refused or dropped connection, a timeout) are retried here with exponential backoff,
 honouring a server's Retry-After; the SDK's own retries are switched off so that there is
-one retry policy and it is visible in the log.
+one retry policy and it is visible in the log. Each request is made on a thread of its own,
+so Ctrl-C ends the wait at once and `stop()` (a job that is stopping) abandons every request
+in flight and sends no more.
 
 Every exception of the SDK is translated here, once, into the `LLMError` tree of
 `runner.errors`: a caller never sees an `openai` exception. A server or model that rejects
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -38,6 +41,7 @@ from ..errors import (
 )
 from ..jsonlimits import JsonBounds, JsonBoundsError, loads
 from ..ranges import Range, require
+from ..stopping import Stopped
 
 Message = dict[str, Any]
 
@@ -139,6 +143,9 @@ class OpenAIChat:
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
+        self._stopped = threading.Event()
+        self._flight_lock = threading.Lock()
+        self._in_flight: set[threading.Event] = set()
         self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url,
                                      timeout=timeout_s, max_retries=0)
         if self.base_url is None:
@@ -175,8 +182,10 @@ class OpenAIChat:
             try:
                 # The raw response: its body is read here, as JSON, whatever the server sent
                 # (an HTML page at a wrong URL, a binary body), not by the SDK's models.
-                raw = self._client.chat.completions.with_raw_response.create(**arguments)
+                raw = self._send(arguments)
                 break
+            except Stopped:
+                raise
             except Exception as exc:  # translated below, once
                 error, transient, wait = self._translate(exc, tools=bool(tools))
                 if not transient or retries >= self.max_retries:
@@ -185,10 +194,58 @@ class OpenAIChat:
                                             fix=error.fix)
                     raise error from exc
                 retries += 1
-                self._sleep(wait if wait is not None else self._backoff(retries))
+                self._pause(wait if wait is not None else self._backoff(retries))
         latency_ms = int((time.monotonic() - started) * 1000)
         data = self._body(raw.http_response, "POST /chat/completions", "a chat completion")
         return reply_from_completion(data, latency_ms=latency_ms, retries=retries, where=self._where)
+
+    def stop(self) -> None:
+        """Stop talking to the server, for good (a job that is stopping calls it): every
+        request in flight is abandoned at once (its caller gets `Stopped`; the reply, if one
+        comes, is dropped), and no request or retry is sent any more."""
+        with self._flight_lock:
+            self._stopped.set()
+            for finished in self._in_flight:
+                finished.set()
+
+    def _send(self, arguments: dict[str, Any]) -> Any:
+        """One request, made on a thread of its own so that the caller can stop waiting for
+        it (`stop`, or Ctrl-C in the calling thread) without waiting for the server."""
+        finished = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def request() -> None:
+            try:
+                outcome["raw"] = self._client.chat.completions.with_raw_response.create(**arguments)
+            except BaseException as exc:  # handed to the caller, which translates it
+                outcome["error"] = exc
+            finally:
+                finished.set()
+
+        with self._flight_lock:
+            if self._stopped.is_set():
+                raise Stopped("the model client was stopped")
+            self._in_flight.add(finished)
+        try:
+            threading.Thread(target=request, name="runner-llm-request", daemon=True).start()
+            finished.wait()
+        finally:
+            with self._flight_lock:
+                self._in_flight.discard(finished)
+        if "raw" in outcome:
+            return outcome["raw"]
+        if "error" in outcome:
+            raise outcome["error"]
+        raise Stopped("the model client was stopped while a request was in flight")
+
+    def _pause(self, seconds: float) -> None:
+        """Wait before a retry; a stopped client does not retry."""
+        if self._sleep is time.sleep:
+            self._stopped.wait(seconds)
+        else:  # a test's clock
+            self._sleep(seconds)
+        if self._stopped.is_set():
+            raise Stopped("the model client was stopped")
 
     def _backoff(self, attempt: int) -> float:
         delay = min(float(self.max_backoff_s), self.backoff_s * 2.0 ** (attempt - 1))

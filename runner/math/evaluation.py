@@ -53,6 +53,7 @@ from ..logs.evaluations import (
 from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
+from ..stopping import JobInterrupted
 from ..types import Limits
 from .checker import Checker, checker_version
 from .datasets import Dataset, OnError, Problem, file_sha256, load_dataset
@@ -64,6 +65,7 @@ from .jobs import (
     llm_from,
     llm_settings,
     opened_store,
+    stop_talking,
 )
 from .mathchat import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -309,6 +311,8 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
                         and run.error.get("code") in FATAL_LLM_CODES:
                     raise Stop(run.error)
+                if stop.is_set() and run.status is not AgentStatus.ANSWERED:
+                    return  # stopped (Ctrl-C, an error elsewhere): the problem stays pending
                 verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
@@ -319,12 +323,22 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                     with report_lock:
                         listener.item_done(item, correct=verdict.equal)
 
-            status, error = _drive(work, pending, concurrency, stop)
-    except KeyboardInterrupt:
-        evaluations.set_status(record.id, JobStatus.INTERRUPTED,
-                               error={"code": "INTERRUPTED", "message": "stopped by the user",
-                                      "fix": f"runner math eval --resume {record.id}"})
-        raise
+            def interrupted() -> None:
+                # Before the threads are waited for: no request is sent any more, and the
+                # log says what happened even if the process is killed while they end.
+                stop.set()
+                stop_talking(llm)
+                _record_interrupted(evaluations, record.id)
+                listener.finished(evaluations.get(record.id))
+
+            status, error = _drive(work, pending, concurrency, stop, on_interrupt=interrupted)
+    except KeyboardInterrupt as exc:
+        stop.set()
+        stop_talking(llm)
+        if not isinstance(exc, JobInterrupted):
+            _record_interrupted(evaluations, record.id)
+        final = evaluations.get(record.id)
+        raise JobInterrupted(build_report(final, evaluations.summary(record.id))) from exc
     except RunnerError as exc:  # the sandbox or the checker could not be had
         status, error = JobStatus.INTERRUPTED, error_dict(exc)
     if error is not None:
@@ -335,15 +349,26 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     return build_report(final, evaluations.summary(record.id))
 
 
+def _record_interrupted(evaluations: EvaluationLog, evaluation_id: str) -> None:
+    resume = f"runner math eval --resume {evaluation_id}"
+    evaluations.set_status(evaluation_id, JobStatus.INTERRUPTED, error={
+        "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C); the problems that were "
+                                          "in progress are pending", "fix": resume,
+        "resume": resume})
+
+
 def _lost(run: AgentRun) -> bool:
     return run.status is AgentStatus.CRASHED and run.error is not None and \
         run.error.get("code") == RunLostError.code
 
 
 def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], concurrency: int,
-           stop: threading.Event) -> tuple[JobStatus, dict[str, Any] | None]:
+           stop: threading.Event, *, on_interrupt: Callable[[], None]
+           ) -> tuple[JobStatus, dict[str, Any] | None]:
     """Run `work` on every item on `concurrency` threads; stop taking new items at the first
-    error (the ones in progress finish). How it ended, and the error if any."""
+    error (the ones in progress finish). How it ended, and the error if any. Ctrl-C calls
+    `on_interrupt` at once (which stops the model's requests), then the threads are waited
+    for (a code block in progress ends within its time limit) and it is raised on."""
     error: dict[str, Any] | None = None
     queue = list(reversed(items))
     running: set[Future[None]] = set()
@@ -364,6 +389,7 @@ def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], conc
                         error = _failure_dict(failure)
         except BaseException:
             stop.set()  # Ctrl-C: the conversations in progress end, nothing new starts
+            on_interrupt()
             raise
     if error is not None or queue:
         return JobStatus.INTERRUPTED, error

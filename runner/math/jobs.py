@@ -78,6 +78,14 @@ def check_server(llm: ChatModel) -> None:
         check()
 
 
+def stop_talking(llm: ChatModel) -> None:
+    """Abandon the model's requests in flight and send no more, where the model can (an
+    HTTP client can; a scripted model has nothing in flight): a job that is stopping."""
+    stop = getattr(llm, "stop", None)
+    if callable(stop):
+        stop()
+
+
 def error_dict(exc: RunnerError) -> dict[str, Any]:
     """A runner error as the job's recorded error."""
     return {"code": exc.code, "message": exc.message, "fix": exc.fix}

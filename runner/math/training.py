@@ -58,6 +58,7 @@ from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
 from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
+from ..stopping import JobInterrupted
 from ..types import Limits
 from .datasets import DATASETS, Dataset, file_sha256, load_dataset
 from .evaluation import ProgressListener, evaluate, resume_evaluation
@@ -68,6 +69,7 @@ from .jobs import (
     llm_from,
     llm_settings,
     opened_store,
+    stop_talking,
 )
 from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, load_functions
 from .report import EvaluationReport
@@ -327,11 +329,17 @@ class _Training:
                                                  or DEFAULT_HISTORY_TOKENS),
                               log=AgentLog(self.store)) as optimizer:
                 stop_reason = self._epochs(optimizer)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            stop_talking(self.llm)
+            stop_talking(self.optimizer_llm)
+            resume = f"runner math train --resume {self.record.id}"
             self.log.set_status(self.record.id, JobStatus.INTERRUPTED, error={
-                "code": "INTERRUPTED", "message": "stopped by the user",
-                "fix": f"runner math train --resume {self.record.id}"})
-            raise
+                "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C)", "fix": resume,
+                "resume": resume})
+            report = build_training_report(self.log, self.log.get(self.record.id))
+            if self.progress is not None:
+                self.progress.finished(report)
+            raise JobInterrupted(report) from exc
         except Stop as stop:
             status, error = JobStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
