@@ -133,13 +133,17 @@ def logs_path() -> None:
 
 @logs_group.command("export")
 @click.option("--format", "output_format", type=click.Choice(["jsonl"]), default="jsonl",
-              show_default=True, help="JSON Lines: one record per execution, agent run or turn.")
+              show_default=True,
+              help="JSON Lines: one record per line (executions, agent runs and turns, function "
+                   "versions, evaluations and their problems, trainings, epochs and actions).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="One agent run: it, its turns and executions.")
 @click.option("--since", type=TIME, help="Everything started since then (30m, 7d, a date).")
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="-",
               help="Write to this file (default: standard output).")
 def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: IO[str]) -> None:
-    """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere."""
+    """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere:
+    everything it holds (executions, agent runs, the function history, evaluations and
+    trainings), or what started since --since, or one agent run (--run)."""
     from .logs import LogStore
     from .logs.transfer import write_export
 
@@ -151,17 +155,34 @@ def logs_export(output_format: str, run_id: str | None, since: datetime | None, 
 
 
 @logs_group.command("import")
-@click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
-def logs_import(source: IO[str]) -> None:
-    """Read a `runner logs export` file into this log (all or nothing; existing rows stay)."""
+@click.argument("source", metavar="FILE|-")
+def logs_import(source: str) -> None:
+    """Read a `runner logs export` file into this log (all or nothing; existing rows stay).
+
+    Every line is checked first, as the log's own records are made: a file that is not
+    UTF-8, an id the log would not make, a negative duration or a time in the future is
+    refused, naming the line, and nothing is imported."""
     from .logs import LogStore
     from .logs.transfer import import_lines
 
-    name = "standard input" if source is sys.stdin else getattr(source, "name", "the file")
-    with LogStore() as store:
-        report = import_lines(store, source, source=str(name))
+    if source == "-":
+        handle, name = sys.stdin.buffer, "standard input"
+    else:
+        try:
+            handle, name = open(source, "rb"), source  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {source}: {exc.strerror}",
+                                     param_hint="FILE") from None
+    try:
+        with LogStore() as store:
+            report = import_lines(store, handle, source=name)
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
     _echo(f"imported {report.executions} executions, {report.agent_runs} agent runs, "
-          f"{report.agent_turns} turns ({report.already_present} already in the log)")
+          f"{report.agent_turns} turns, {report.function_versions} function versions, "
+          f"{report.evaluations} evaluations, {report.trainings} trainings "
+          f"({report.already_present} already in the log)")
 
 
 @logs_group.command("replay")

@@ -182,7 +182,9 @@ def test_export_then_import_round_trips_exactly(seeded: Seeded, tmp_path: Path):
     other = tmp_path / "other"
     imported = logs(other, "import", "-", input=exported)
     assert imported.exit_code == 0, imported.output
-    assert f"imported {kinds.count('execution')} executions, 1 agent runs, 3 turns (0 already" in imported.output
+    assert (f"imported {kinds.count('execution')} executions, 1 agent runs, 3 turns, "
+            f"{kinds.count('function_version')} function versions, 0 evaluations, 0 trainings "
+            "(0 already") in imported.output
     assert logs(other, "export").stdout == exported
     again = logs(other, "import", "-", input=exported)
     assert f"({len(lines)} already in the log)" in again.output

@@ -290,6 +290,31 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
                        run_statuses={str(status): int(count) for status, count in statuses})
 
 
+def insert_evaluation(conn: sqlite3.Connection, record: EvaluationRecord,
+                      items: Sequence[ItemRecord]) -> bool:
+    """Write an evaluation and its items as they were recorded elsewhere (an import), unless
+    the log has it already (then nothing is written: False). An item's conversation is
+    linked only when it is in the log. The caller holds a transaction."""
+    row = EvaluationLog._row(record)
+    sql = (f"INSERT OR IGNORE INTO evaluations ({', '.join(_EVAL_COLUMNS)}) "
+           f"VALUES ({named_marks(_EVAL_COLUMNS)})")
+    if conn.execute(sql, row).rowcount <= 0:
+        return False
+    columns = [c for c in _ITEM_COLUMNS if c != "agent_run_id"]
+    item_sql = (f"INSERT INTO evaluation_items ({', '.join(columns)}, agent_run_id) VALUES "
+                f"({named_marks(columns)}, (SELECT id FROM agent_runs WHERE id = :agent_run_id))")
+    conn.executemany(item_sql, [{
+        "evaluation_id": record.id, "position": item.position, "problem_id": item.problem_id,
+        "type": item.type, "level": item.level, "problem_json": to_json(item.problem),
+        "status": item.status, "attempts": item.attempts, "agent_run_id": item.agent_run_id,
+        "run_status": item.run_status, "answer": item.answer,
+        "correct": None if item.correct is None else int(item.correct),
+        "verdict_json": to_json(item.verdict), "started_at": to_iso(item.started_at),
+        "finished_at": to_iso(item.finished_at), "duration_ms": item.duration_ms}
+        for item in items])
+    return True
+
+
 def _order(key: str) -> tuple[int, str]:
     """Groups sort by name, with the catch-all groups last."""
     return (1 if key in (NO_TYPE, NO_LEVEL) else 0, key)

@@ -149,23 +149,9 @@ class TrainingLog(RecordTable[TrainingRecord]):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def create(self, record: TrainingRecord, *, own: bool = True) -> None:
-        """The training's row; this process is its owner (unless `own` is False: a row
-        written as it was elsewhere, with the owner it had)."""
-        row = {
-            "id": record.id, "created_at": to_iso(record.created_at),
-            "finished_at": to_iso(record.finished_at), "status": str(record.status),
-            "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
-            "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
-            "method": record.method, "model": record.model, "base_url": record.base_url,
-            "optimizer_model": record.optimizer_model,
-            "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
-            "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
-            "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
-            "best_functions_json": to_json(record.best_functions),
-            "settings_json": to_json(record.settings), "error_json": to_json(record.error),
-            "owner_json": owner_json() if own else
-            to_json(record.owner) if record.owner is not None else None}
+    def create(self, record: TrainingRecord) -> None:
+        """The training's row; this process is its owner."""
+        row = {**_training_dict(record), "owner_json": owner_json()}
         sql = (f"INSERT INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
                f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
@@ -295,6 +281,55 @@ class TrainingLog(RecordTable[TrainingRecord]):
                     scores.setdefault((name, version), []).append(
                         (str(training_id), int(epoch), float(rate)))
         return scores
+
+
+def insert_training(conn: sqlite3.Connection, record: TrainingRecord,
+                    epochs: Sequence[EpochRecord],
+                    actions: Sequence[tuple[ActionRecord, int | None]]) -> bool:
+    """Write a training, its epochs and its actions (each with the id its function version
+    has in this log) as they were recorded elsewhere (an import), unless the log has it
+    already (then nothing is written: False). A link to an evaluation, a conversation or
+    its turn is kept only when that is in the log. The caller holds a transaction."""
+    row = _training_dict(record)
+    sql = (f"INSERT OR IGNORE INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
+           f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
+    if conn.execute(sql, row).rowcount <= 0:
+        return False
+    conn.executemany(
+        "INSERT INTO training_epochs (training_id, epoch, status, started_at, finished_at, "
+        "functions_json, step_end, evaluation_id, correct, total, success_rate, outcome) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, (SELECT id FROM evaluations WHERE id = ?), ?, ?, ?, ?)",
+        [(record.id, e.epoch, e.status, to_iso(e.started_at), to_iso(e.finished_at),
+          to_json(e.functions), e.step_end, e.evaluation_id, e.correct, e.total, e.success_rate,
+          e.outcome) for e in epochs])
+    conn.executemany(
+        "INSERT INTO training_actions (training_id, epoch, created_at, agent_run_id, agent_turn, "
+        "outcome, action, function, code, reason, spec_json, arguments_json, "
+        "function_version_id, rolled_back) VALUES (?, ?, ?, "
+        "(SELECT id FROM agent_runs WHERE id = ?), "
+        "(SELECT number FROM agent_turns WHERE run_id = ? AND number = ?), "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(record.id, a.epoch, to_iso(a.created_at), a.agent_run_id, a.agent_run_id, a.agent_turn,
+          a.outcome, a.action, a.function, a.code, a.reason,
+          to_json(a.spec) if a.spec is not None else None, to_json(a.arguments), version_id,
+          int(a.rolled_back)) for a, version_id in actions])
+    return True
+
+
+def _training_dict(record: TrainingRecord) -> dict[str, Any]:
+    return {
+        "id": record.id, "created_at": to_iso(record.created_at),
+        "finished_at": to_iso(record.finished_at), "status": str(record.status),
+        "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
+        "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
+        "method": record.method, "model": record.model, "base_url": record.base_url,
+        "optimizer_model": record.optimizer_model,
+        "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
+        "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
+        "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
+        "best_functions_json": to_json(record.best_functions),
+        "settings_json": to_json(record.settings), "error_json": to_json(record.error),
+        "owner_json": to_json(record.owner) if record.owner is not None else None}
 
 
 def _training_row(row: Sequence[Any]) -> TrainingRecord:
