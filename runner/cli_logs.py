@@ -280,24 +280,47 @@ def _size(count: int) -> str:
 @click.option("--before", type=TIME, required=True,
               help="Delete what started before then: 30d (older than 30 days), 2w, a date.")
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
-def logs_prune(before: datetime, dry_run: bool) -> None:
+@click.option("--yes", "-y", "assume_yes", is_flag=True,
+              help="Delete without asking (needed where standard input is not a terminal).")
+def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
     """Delete old executions, agent runs (with their turns and search index), evaluations and
     trainings, then VACUUM.
 
-    Function versions are kept: they are the history of what the sets are now. What a kept
-    record points at (an older conversation behind a newer evaluation's verdict) is kept."""
+    It says what it would delete and asks first, on a terminal; --yes skips the question
+    (and is needed without a terminal); --dry-run only counts. Function versions are kept:
+    they are the history of what the sets are now. What a kept record points at (an older
+    conversation behind a newer evaluation's verdict) is kept."""
     from .logs import LogStore
     from .logs.maintenance import prune
 
+    when = f"{before.astimezone():%Y-%m-%d %H:%M %Z}"
     with LogStore() as store:
-        report = prune(store, before, dry_run=dry_run)
-    verb = "would delete" if dry_run else "deleted"
-    _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
-          f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}"
-          + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
-             if report.evaluations or report.trainings else ""))
-    if not dry_run:
-        _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+        planned = prune(store, before, dry_run=True)
+        if dry_run:
+            _echo(f"would delete {_pruned(planned)} started before {when}")
+            return
+        if not planned.total:
+            _echo(f"nothing started before {when}: nothing to delete")
+            return
+        if not assume_yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError(
+                    f"this would delete {_pruned(planned)} started before {when}; without a "
+                    "terminal to ask on, pass --yes to delete them (or --dry-run to count)")
+            if not click.confirm(f"delete {_pruned(planned)} started before {when}?",
+                                 default=False, err=True):
+                _echo("nothing was deleted")
+                return
+        report = prune(store, before)
+    _echo(f"deleted {_pruned(report)} started before {when}")
+    _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+
+
+def _pruned(report: Any) -> str:
+    return (f"{report.executions:,} executions, {report.agent_runs:,} agent runs "
+            f"({report.agent_turns:,} turns)"
+            + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
+               if report.evaluations or report.trainings else ""))
 
 
 @logs_group.command("serve")
