@@ -63,9 +63,23 @@ def logs_group() -> None:
     """Browse, search, export, replay and prune the log of executions."""
 
 
+def _search_words(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A search with nothing to look for (no letter or digit) is a usage error, not a match
+    of everything."""
+    from .logs.search import parse_search
+
+    if value is not None:
+        try:
+            parse_search(value)
+        except ConfigurationError as exc:
+            raise click.BadParameter(f"{exc.message}; {exc.fix}") from None
+    return value
+
+
 @logs_group.command("list")
-@click.option("-q", "--query", metavar="WORDS",
-              help='Full-text search in code, output and errors ("quoted phrase", prefix*).')
+@click.option("-q", "--query", metavar="WORDS", callback=_search_words,
+              help='Full-text search in code, output and errors: every word (or "quoted '
+                   'phrase") must occur, as a word or a part of one, in any script.')
 @click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
 @click.option("--backend", help="Only this backend.")
 @click.option("--source", help="Only runs from this source (cli, api, demo, agent, replay, ...).")

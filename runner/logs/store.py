@@ -365,7 +365,7 @@ class LogStore:
         """Executions matching every given filter, newest first; `limit=None` for all.
 
         `query` is full-text search words over code, output and errors (see
-        `runner.logs.query.fts_match`); `since`/`until` bound the start time."""
+        `runner.logs.search`); `since`/`until` bound the start time."""
         if limit is not None and limit < 1:
             raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
         where = ExecutionFilter.of(status=status, backend=backend, source=source, function=function,
