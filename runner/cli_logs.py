@@ -259,9 +259,11 @@ def logs_stats(days: int, as_json: bool) -> None:
         _echo(json.dumps({"path": str(path), **numbers.model_dump(mode="json")}, ensure_ascii=False))
         return
     style = _style(False)
-    free = f"{_size(numbers.free_bytes)} free: `runner logs prune` gives space back"
+    # Free pages are what VACUUM (run by `runner logs prune`) gives back; none, nothing to say.
+    free = (f" ({_size(numbers.free_bytes)} free: `runner logs prune` gives it back)"
+            if numbers.free_bytes else "")
     lines = [f"database    {path}",
-             f"size        {_size(numbers.database_bytes)} ({free})",
+             f"size        {_size(numbers.database_bytes)}{free}",
              f"executions  {numbers.executions:,}"
              + (f" from {numbers.oldest:%Y-%m-%d} to {numbers.newest:%Y-%m-%d}"
                 if numbers.oldest and numbers.newest else ""),

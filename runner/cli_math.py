@@ -231,6 +231,8 @@ def _show_turn(turn: Any) -> None:
 
     click.echo(f"── turn {turn.number} · {turn.latency_ms} ms " + "─" * 40, err=True)
     for speaker, text in conversation_text(turn):
+        if speaker == "error":
+            continue  # the model server's error ends the run: printed once, with its fix
         click.echo(f"[{speaker}]", err=True)
         click.echo(clean_text(text), err=True)
 
@@ -252,6 +254,10 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
     from .agent import OpenAIChat
     from .cli_agent import logged_hint
     from .math.mathchat import solve
+
+    if not problem.strip():
+        raise click.BadParameter("the problem is empty: there is nothing to ask the model",
+                                 param_hint="PROBLEM")
     from .types import Limits
 
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
@@ -274,8 +280,8 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
         if solution.verdict is not None:
             notes.append(("correct" if solution.verdict.equal else "wrong")
                          + f" ({clean_text(solution.verdict.reason)})")
-        if solution.answer is None and solution.stop_reason:
-            notes.append(clean_text(solution.stop_reason))
+        if solution.answer is None and solution.stop_reason and not solution.error:
+            notes.append(clean_text(solution.stop_reason))  # (an error was printed above)
         click.echo("-- " + " · ".join(notes) + logged_hint(solution.run), err=True)
     sys.exit(0 if solution.answer is not None and solution.correct is not False else 1)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +21,7 @@ import click
 from .cli_interrupt import JobStopping, ctrl_c
 from .cli_math import _llm_options, _solve_options, math_group
 from .cli_options import count_option, model_options, number
+from .errors import ConfigurationError
 from .stopping import JobInterrupted
 from .terminal import sanitize_for_terminal as clean_text
 from .text_table import columns
@@ -239,6 +242,7 @@ def evals_command(count: int, as_json: bool) -> None:
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "text"]),
               default="md", show_default=True, help="Markdown, one JSON object, or the table.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False, writable=True),
+              callback=lambda ctx, param, value: _chart_target(value),
               help="Also write a PNG chart: accuracy by type and level (an evaluation), or the "
                    "success rate per epoch (a training).")
 def report_command(report_id: str, output_format: str, chart_path: str | None) -> None:
@@ -261,8 +265,28 @@ def report_command(report_id: str, output_format: str, chart_path: str | None) -
     else:
         click.echo(render_markdown(report), nl=False)
     if chart_path is not None:
-        written = write_chart(report, chart_path)
-        click.echo(f"chart written to {written}", err=True)
+        _write_chart(lambda: write_chart(report, chart_path), chart_path)
+
+
+def _chart_target(path: str | None) -> str | None:
+    """--chart names a file in a directory that exists (checked before the report is
+    printed, so that a typo costs a usage error, not a report without its chart)."""
+    if path is None:
+        return None
+    parent = Path(path).expanduser().parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"cannot write {path}: there is no directory {parent}",
+                                 param_hint="--chart")
+    return path
+
+
+def _write_chart(write: Callable[[], Path], path: str) -> None:
+    try:
+        written = write()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write the chart to {path}: {exc.strerror or exc}",
+                                 fix="choose a file in a directory you can write to") from None
+    click.echo(f"chart written to {written}", err=True)
 
 
 def _training_report(training_id: str, output_format: str, chart_path: str | None) -> None:
@@ -281,5 +305,4 @@ def _training_report(training_id: str, output_format: str, chart_path: str | Non
     else:
         click.echo(render_training_markdown(report), nl=False)
     if chart_path is not None:
-        written = write_training_chart(report, chart_path)
-        click.echo(f"chart written to {written}", err=True)
+        _write_chart(lambda: write_training_chart(report, chart_path), chart_path)

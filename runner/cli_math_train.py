@@ -47,6 +47,7 @@ class _TrainingProgress:
         click.echo(f"training {record.id}: {clean_text(record.dataset)}"
                    + (f" ({record.split})" if record.split else "")
                    + f", up to {record.epochs} epoch{'s' if record.epochs != 1 else ''}"
+                   + f", set {clean_text(record.set_name)}"
                    + (" (resumed)" if resumed else "")
                    + f" (resume with: runner math train --resume {record.id})", err=True)
 
@@ -135,8 +136,9 @@ class _TrainingProgress:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, writable=True),
               help="Where to save the best function set (a file runner agent, runner call and "
                    "runner math eval --functions load).")
-@click.option("--set-name", help="The trained set's name in the function history (default: "
-                                 "the --out file's name).")
+@click.option("--set-name", help="The trained set's name in the function history, one no "
+                                 "other set has (default: the --out file's name, with -2, -3, "
+                                 "... when that one is taken).")
 @click.option("--resume", "resume_id", metavar="TRAINING_ID",
               help="Continue an interrupted training with its own settings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")

@@ -264,6 +264,13 @@ class TrainingLog(RecordTable[TrainingRecord]):
             (evaluation_id,)).fetchone(), "read")
         return (str(row[0]), int(row[1])) if row else None
 
+    def set_name_taken(self, set_name: str) -> bool:
+        """Whether a set of this name has a history already (or a training owns the name)."""
+        return bool(self._run(lambda conn: conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM function_versions WHERE set_name = ?) OR "
+            "EXISTS (SELECT 1 FROM trainings WHERE set_name = ?)",
+            (set_name, set_name)).fetchone()[0], "read"))
+
     def version_scores(self, set_name: str) -> dict[tuple[str, int], builtins.list[tuple[str, int, float]]]:
         """For each (function, version) of a set that a training measured: (training, epoch,
         success rate) of every epoch whose set held exactly that version."""

@@ -34,6 +34,8 @@ never installed per call; the sandbox never reaches the network.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -197,17 +199,15 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
     if optimizer_chat is not agent_llm:
         check_server(optimizer_chat)
     out_path = str(Path(out).resolve()) if out is not None else None
-    if out_path is not None and not Path(out_path).parent.is_dir():
-        raise ConfigurationError(f"cannot save the trained set to {out}: its directory does "
-                                 "not exist", fix="create the directory, or pass another --out")
+    if out_path is not None:
+        _check_saveable(Path(out_path), shown=str(out))
     record = TrainingRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
         dataset_sha256=file_sha256(loaded.path), method=method,
         model=getattr(agent_llm, "model", None), base_url=getattr(agent_llm, "base_url", None),
         optimizer_model=getattr(optimizer_chat, "model", None),
         optimizer_base_url=getattr(optimizer_chat, "base_url", None), backend=backend,
-        set_name=(set_name or (Path(out).stem if out is not None else "learned")).strip() or "learned",
-        out_path=out_path, epochs=epochs,
+        set_name="", out_path=out_path, epochs=epochs,
         settings={
             "sample": {"filters": {key: list(value) for key, value in loaded.filters.items()},
                        "available": len(loaded), "limit": limit, "seed": seed},
@@ -219,6 +219,9 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
             "llm": llm_settings(agent_llm), "optimizer_llm": llm_settings(optimizer_chat),
             "starting_functions": starting.to_dict() if starting is not None else None})
     with opened_store(log_store) as store:
+        record = record.model_copy(update={"set_name": _own_set_name(
+            TrainingLog(store), set_name,
+            default=(Path(out).stem if out is not None else "").strip() or "learned")})
         TrainingLog(store).create(record)
         working = FunctionSet(record.set_name, log_store=store)
         for spec in starting or ():
@@ -230,6 +233,46 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=False)
+
+
+def _check_saveable(target: Path, *, shown: str) -> None:
+    """The best set can be saved at `target` (as `FunctionSet.save` does it: a new file in
+    its directory, renamed over it), checked before anything runs rather than found out
+    after the first epoch."""
+    fix = "pass an --out in a directory you can write to"
+    if not target.parent.is_dir():
+        raise ConfigurationError(f"cannot save the trained set to {shown}: its directory does "
+                                 "not exist", fix="create the directory, or pass another --out")
+    if target.exists() and not target.is_file():
+        raise ConfigurationError(f"cannot save the trained set to {shown}: it is not a file",
+                                 fix=fix)
+    try:
+        probe, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot save the trained set to {shown}: no file can be "
+                                 f"written in {target.parent} ({exc.strerror or exc})",
+                                 fix=fix) from None
+    os.close(probe)
+    os.unlink(name)
+
+
+def _own_set_name(trainings: TrainingLog, asked: str | None, *, default: str) -> str:
+    """The trained set's name in the function history: one no other set has used, so that
+    two trainings never mix their versions. A name asked for must be free; the default one
+    (the --out file's name) gets -2, -3, ... when it is taken."""
+    if asked is not None and asked.strip():
+        name = asked.strip()
+        if trainings.set_name_taken(name):
+            raise TrainingError(
+                f"the function history already has a set named {name!r}; a training's set "
+                "needs a name of its own, or its versions would be mixed with that one's",
+                fix="choose another --set-name, or leave it out (a free one is chosen)")
+        return name
+    candidate, number = default, 1
+    while trainings.set_name_taken(candidate):
+        number += 1
+        candidate = f"{default}-{number}"
+    return candidate
 
 
 def resume_training(training_id: str, *, llm: ChatModel | None = None,
