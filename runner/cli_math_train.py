@@ -77,10 +77,15 @@ class _TrainingProgress:
 
     def finished(self, report: Any) -> None:
         record = report.record
-        if record.best_success_rate is not None:
-            click.echo(f"best: {record.best_success_rate * 100:.1f}% at epoch {record.best_epoch}"
-                       + (f"; saved to {clean_text(record.out_path)} (runner functions history "
-                          f"{clean_text(record.out_path)})" if record.out_path else ""), err=True)
+        if record.best_success_rate is None:
+            return
+        best = f"{record.best_success_rate * 100:.1f}% at epoch {record.best_epoch}"
+        if str(record.status) != "finished":  # stopped: the error says what became of --out
+            click.echo(f"best so far: {best}", err=True)
+            return
+        click.echo(f"best: {best}"
+                   + (f"; saved to {clean_text(record.out_path)} (runner functions history "
+                      f"{clean_text(record.out_path)})" if record.out_path else ""), err=True)
 
 
 @math_group.command("train")

@@ -338,6 +338,7 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
         if not isinstance(exc, JobInterrupted):
             _record_interrupted(evaluations, record.id)
         final = evaluations.get(record.id)
+        listener.finished(final)  # (again, if the interrupt came while the threads ran)
         raise JobInterrupted(build_report(final, evaluations.summary(record.id))) from exc
     except RunnerError as exc:  # the sandbox or the checker could not be had
         status, error = JobStatus.INTERRUPTED, error_dict(exc)
