@@ -123,7 +123,7 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
 def _print_ending(run: Any, printer: Printer) -> None:
     notes = [f"status {status_text(str(run.status), enabled=printer.colour(err=True))}",
              f"{len(run.turns)} turns", f"id {run.id}"]
-    if run.stop_reason and run.final_answer is None:
+    if run.stop_reason and run.final_answer is None and not run.error:  # (errors: said above)
         notes.insert(1, sanitize_for_terminal(run.stop_reason) if not printer.raw else run.stop_reason)
     printer.styled("-- " + " · ".join(notes) + logged_hint(run), err=True)
 

@@ -15,11 +15,6 @@ import pytest
 from fake_openai_server import FakeOpenAI
 
 from runner import FunctionSet
-from runner.logs import LogStore
-from runner.logs.functions import FunctionVersionLog
-from runner.math.evaluation import evaluate
-from runner.math.training import TrainingError, train
-from runner.testing import FunctionChat
 
 SAMPLE = Path(__file__).parent / "data" / "math_sample.jsonl"
 SPEC = {"name": "helper", "description": "Gives x back.", "arguments": {"x": {"type": "integer"}},
@@ -47,12 +42,14 @@ def problems(tmp_path: Path) -> Path:
 
 def test_a_chart_that_cannot_be_written_is_a_clear_error(tmp_path: Path, problems: Path):
     home = tmp_path / "home"
-    with LogStore(home / "runner.db") as store:
-        report = evaluate(problems, llm=FunctionChat(answers, model="m"), log_store=store)
-    missing = cli(["math", "report", report.id, "--chart", "/nonexistent/x.png"], home)
+    with FakeOpenAI(responder=lambda body: "\\boxed{1}") as server:
+        evaluated = cli(["math", "eval", "--dataset", str(problems), "--json", "--base-url",
+                         server.url, "--model", "fake-model"], home)
+    evaluation = json.loads(evaluated.stdout)["id"]
+    missing = cli(["math", "report", evaluation, "--chart", "/nonexistent/x.png"], home)
     assert missing.returncode == 2 and "there is no directory /nonexistent" in missing.stderr
     assert missing.stdout == ""  # nothing printed before the usage error
-    refused = cli(["math", "report", report.id, "--chart", "/proc/x.png"], home)
+    refused = cli(["math", "report", evaluation, "--chart", "/proc/x.png"], home)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "error [CONFIGURATION]: cannot write the chart to /proc/x.png" in refused.stderr
 
@@ -65,27 +62,30 @@ def test_the_history_of_a_file_that_is_not_there_says_so(tmp_path: Path):
 
 def test_two_trainings_saving_under_one_name_keep_their_histories_apart(tmp_path: Path,
                                                                         problems: Path):
-    store_path = tmp_path / "home" / "runner.db"
-    starting = FunctionSet("start", [SPEC], log_store=False)
-    reports = []
-    for folder in ("a", "b"):
-        (tmp_path / folder).mkdir()
-        with LogStore(store_path) as store:
-            model = FunctionChat(answers, model="m")
-            reports.append(train(problems, llm=model, optimizer_llm=model, epochs=1,
-                                 functions=starting, out=tmp_path / folder / "learned.json",
-                                 log_store=store))
-    assert [r.record.set_name for r in reports] == ["learned", "learned-2"]
-    for folder, report in zip(("a", "b"), reports, strict=True):
+    home = tmp_path / "home"
+    starting = tmp_path / "start.json"
+    FunctionSet("start", [SPEC], log_store=False).save(starting)
+    ids = []
+    with FakeOpenAI(responder=lambda body: answers(body["messages"], None)) as server:
+        model = ["--base-url", server.url, "--model", "fake-model"]
+        for folder in ("a", "b"):
+            (tmp_path / folder).mkdir()
+            done = cli(["math", "train", "--train", str(problems), "--epochs", "1", "--functions",
+                        str(starting), "--out", str(tmp_path / folder / "learned.json"),
+                        "--json", *model], home)
+            assert done.returncode == 0, done.stderr
+            ids.append(json.loads(done.stdout)["id"])
+        taken = cli(["math", "train", "--train", str(problems), "--set-name", "learned", *model],
+                    home)
+    assert taken.returncode == 1 and "already has a set named 'learned'" in taken.stderr
+    for folder, training, name in (("a", ids[0], "learned"), ("b", ids[1], "learned-2")):
         saved = FunctionSet.load(tmp_path / folder / "learned.json", log_store=False)
-        assert saved.name == report.record.set_name
-        history = FunctionVersionLog(store_path).history(saved.name)
-        assert {str(r.author) for r in history} == {f"optimizer {report.id}"}
-    with LogStore(store_path) as store, pytest.raises(TrainingError) as taken:
-        model = FunctionChat(answers, model="m")
-        train(problems, llm=model, optimizer_llm=model, epochs=1, set_name="learned",
-              log_store=store)
-    assert "already has a set named 'learned'" in taken.value.message
+        assert saved.name == name
+        shown = cli(["functions", "history", str(tmp_path / folder / "learned.json"), "--json"],
+                    home)
+        history = json.loads(shown.stdout)
+        assert history and {entry["set_name"] for entry in history} == {name}
+        assert {entry["author"]["name"] for entry in history} == {training}
 
 
 def test_an_empty_problem_is_a_usage_error_and_a_model_error_is_said_once(tmp_path: Path):
@@ -96,10 +96,12 @@ def test_an_empty_problem_is_a_usage_error_and_a_model_error_is_said_once(tmp_pa
         empty = cli(["math", "solve", "  ", *model], home)
         assert empty.returncode == 2 and "the problem is empty" in empty.stderr
         assert server.requests == []
-        failed = cli(["math", "solve", "What is 1 + 1?", *model], home)
-    assert failed.returncode == 1 and "Traceback" not in failed.stderr
-    assert failed.stderr.count("the GPU is on fire") == 1, failed.stderr
-    assert "runner: error [LLM_UNAVAILABLE]" in failed.stderr and "runner: fix:" in failed.stderr
+        failed = [cli(["math", "solve", "What is 1 + 1?", *model], home),
+                  cli(["agent", "What is 1 + 1?", "--protocol", "code", *model], home)]
+    for result in failed:
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.count("the GPU is on fire") == 1, result.stderr
+        assert "runner: error [LLM_UNAVAILABLE]" in result.stderr and "runner: fix:" in result.stderr
 
 
 def test_an_out_that_cannot_be_written_is_refused_before_anything_runs(tmp_path: Path,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from logs_seed import Seeded, seed
+from logs_seed import Seeded, seed_apart
 
 from runner.cli import main
 
@@ -22,7 +22,7 @@ TABLES = ("executions", "agent_runs", "agent_turns", "function_versions", "evalu
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    return seed(tmp_path_factory.mktemp("transfer") / "runner.db", training=True)
+    return seed_apart(tmp_path_factory.mktemp("transfer") / "runner.db", training=True)
 
 
 def logs(home: Path, *args: str, input: str | bytes | None = None):

@@ -5,9 +5,10 @@ the assistant message as received (content, tool calls), the whole response body
 usage, latency and how many retries it took. Transient failures (rate limits, 5xx, a
 refused or dropped connection, a timeout) are retried here with exponential backoff,
 honouring a server's Retry-After; the SDK's own retries are switched off so that there is
-one retry policy and it is visible in the log. Each request is made on a thread of its own,
-so Ctrl-C ends the wait at once and `stop()` (a job that is stopping) abandons every request
-in flight and sends no more.
+one retry policy and it is visible in the log. A request from a thread other than the main
+one is made on a request thread (`request_threads`), so that `stop()` (a job that is
+stopping) abandons every request in flight at once and sends no more; in the main thread,
+Ctrl-C interrupts the request itself.
 
 Every exception of the SDK is translated here, once, into the `LLMError` tree of
 `runner.errors`: a caller never sees an `openai` exception. A server or model that rejects
@@ -42,6 +43,7 @@ from ..errors import (
 from ..jsonlimits import JsonBounds, JsonBoundsError, loads
 from ..ranges import Range, require
 from ..stopping import Stopped
+from .request_threads import REQUESTS
 
 Message = dict[str, Any]
 
@@ -209,34 +211,29 @@ class OpenAIChat:
                 finished.set()
 
     def _send(self, arguments: dict[str, Any]) -> Any:
-        """One request, made on a thread of its own so that the caller can stop waiting for
-        it (`stop`, or Ctrl-C in the calling thread) without waiting for the server."""
-        finished = threading.Event()
-        outcome: dict[str, Any] = {}
-
-        def request() -> None:
-            try:
-                outcome["raw"] = self._client.chat.completions.with_raw_response.create(**arguments)
-            except BaseException as exc:  # handed to the caller, which translates it
-                outcome["error"] = exc
-            finally:
-                finished.set()
-
+        """One request. From the main thread it is made there (Ctrl-C interrupts it); from
+        any other thread (an evaluation's), on a request thread (`request_threads`), so that
+        `stop` can end the wait without waiting for the server."""
+        if threading.current_thread() is threading.main_thread():
+            if self._stopped.is_set():
+                raise Stopped("the model client was stopped")
+            return self._client.chat.completions.with_raw_response.create(**arguments)
         with self._flight_lock:
             if self._stopped.is_set():
                 raise Stopped("the model client was stopped")
-            self._in_flight.add(finished)
+            call = REQUESTS.submit(
+                lambda: self._client.chat.completions.with_raw_response.create(**arguments))
+            self._in_flight.add(call.finished)
         try:
-            threading.Thread(target=request, name="runner-llm-request", daemon=True).start()
-            finished.wait()
+            call.finished.wait()
         finally:
             with self._flight_lock:
-                self._in_flight.discard(finished)
-        if "raw" in outcome:
-            return outcome["raw"]
-        if "error" in outcome:
-            raise outcome["error"]
-        raise Stopped("the model client was stopped while a request was in flight")
+                self._in_flight.discard(call.finished)
+        if not call.done:
+            raise Stopped("the model client was stopped while a request was in flight")
+        if call.error is not None:
+            raise call.error
+        return call.value
 
     def _pause(self, seconds: float) -> None:
         """Wait before a retry; a stopped client does not retry."""
