@@ -77,9 +77,9 @@ class JobStopping:
                    + (f"; continue with: {resume}" if resume else ""), err=True)
         sys.exit(130)
 
-    def quit(self) -> None:
-        """The second Ctrl-C: say what is known now (the library may not have finished
-        recording the job: `--resume` finds whatever it holds)."""
+    def quit(self, how: str = "quit at once (Ctrl-C twice)") -> None:
+        """The second Ctrl-C (or a first one before the job was recorded): say what is known
+        now; `--resume` finds whatever the log holds."""
         if self.printed:
             return
         self.printed = True
@@ -87,5 +87,9 @@ class JobStopping:
         if self.as_json:
             click.echo(json.dumps({"id": self.job_id(), "status": "interrupted",
                                    "resume": resume}))
-        click.echo("runner: quit at once (Ctrl-C twice)"
-                   + (f"; continue with: {resume}" if resume else ""), err=True)
+        click.echo(f"runner: {how}" + (f"; continue with: {resume}" if resume else ""), err=True)
+
+    def interrupted_early(self) -> NoReturn:
+        """Ctrl-C before the library had a job to record (while it checked the server, say)."""
+        self.quit("interrupted (Ctrl-C)")
+        sys.exit(130)

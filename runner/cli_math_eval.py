@@ -154,6 +154,8 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
                                on_bad_line=on_bad_line, resume_id=resume_id)
         except JobInterrupted as stopped:
             stopping.interrupted(stopped.report, _print_report)
+        except KeyboardInterrupt:
+            stopping.interrupted_early()
         _print_report(report, as_json)
     sys.exit(0 if report.pending == 0 else 1)
 

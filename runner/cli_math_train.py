@@ -189,6 +189,8 @@ def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
                             out_path=out_path, set_name=set_name, resume_id=resume_id)
         except JobInterrupted as stopped:
             stopping.interrupted(stopped.report, _print_training)
+        except KeyboardInterrupt:
+            stopping.interrupted_early()
         _print_training(report, as_json)
     sys.exit(0 if str(report.record.status) == "finished" else 1)
 
