@@ -43,14 +43,18 @@ e2e-ready: $(E2E_STAMP)
 
 # The log viewer's browser test drives Debian's chromium, headless, through the Playwright
 # Python package (its own browser downloads are never used). Installed here, as root,
-# when missing.
+# when missing. Another apt-get (unattended upgrades on a fresh machine) may hold the
+# dpkg lock meanwhile: apt waits for it (its own lock timeout) rather than failing.
+APT_LOCK_WAIT_S ?= 900
+APT := apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_WAIT_S)
+
 chromium-ready:
 	@test -x /usr/bin/chromium || { \
 	  if [ "$$(id -u)" != 0 ]; then \
 	    echo "chromium is missing: as root, run: apt-get install -y chromium" >&2; exit 1; fi; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q chromium >/dev/null || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }
+	  $(APT) install -y -q chromium >/dev/null || \
+	    { $(APT) update -q >/dev/null && $(APT) install -y -q chromium >/dev/null; }; }
 
 # RUNNER_REQUIRE_E2E, RUNNER_REQUIRE_DOCKER: here a missing model server, browser or
 # Docker engine is a failure, not a skip.

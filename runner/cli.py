@@ -7,6 +7,7 @@ Exit status: 0 when a run's status is `ok`, 1 otherwise (and for runner errors),
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import click
 
 from . import __version__
 from .backends.registry import backend_names
-from .cli_options import backend_options, limit, ray_options
+from .cli_interrupt import ctrl_c
+from .cli_options import backend_options, count_option, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
+from .stopping import RunInterrupted
 from .terminal import json_text
 from .terminal import status as status_text
 from .types import ExecutionResult, Limits, Status
@@ -49,6 +52,17 @@ class _Group(click.Group):
 @click.version_option(version=__version__, prog_name="runner")
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
+    _encodable_output()
+
+
+def _encodable_output() -> None:
+    """Output that any text can go to: a character the stream's encoding cannot write (a lone
+    surrogate from a command-line argument or a JSON file) is written as its escape (`\\udXXX`)
+    instead of failing the command halfway through its output."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
 
 
 def _read_code(source: str) -> str:
@@ -120,13 +134,35 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
     code = _read_code(source)
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
                                      max_output_bytes=max_output_bytes)
-    with Sandbox(backend=backend, source="cli", **options) as sandbox:
-        result = sandbox.run(code, limits=limits, packages=packages)
+    with ctrl_c("the run", _quit_run(as_json)), \
+            Sandbox(backend=backend, source="cli", **options) as sandbox:
+        try:
+            result = sandbox.run(code, limits=limits, packages=packages)
+        except RunInterrupted as stopped:
+            _print_ending(stopped.result, as_json=as_json, raw=raw)
+            click.echo(f"runner: interrupted (Ctrl-C); the run is logged as {stopped.result.id}",
+                       err=True)
+            sys.exit(130)
+    _print_ending(result, as_json=as_json, raw=raw)
+    sys.exit(0 if result.status is Status.OK else 1)
+
+
+def _print_ending(result: ExecutionResult, *, as_json: bool, raw: bool,
+                  show_return: bool = False) -> None:
     if as_json:
         click.echo(json_text(result.to_json_dict()), color=True)
     else:
-        _print_result(result, raw=raw)
-    sys.exit(0 if result.status is Status.OK else 1)
+        _print_result(result, raw=raw, show_return=show_return)
+
+
+def _quit_run(as_json: bool) -> Callable[[], None]:
+    """What a second Ctrl-C prints before quitting: with --json, still one JSON object."""
+    def quit_run() -> None:
+        if as_json:
+            click.echo(json_text({"id": None, "status": "crashed", "error": {
+                "type": "Interrupted", "message": "quit at once (Ctrl-C twice)"}}), color=True)
+        click.echo("runner: quit at once (Ctrl-C twice)", err=True)
+    return quit_run
 
 
 def _load_set(path: str) -> Any:
@@ -190,7 +226,7 @@ def functions_schema(path: str, name: str | None, output_format: str) -> None:
 @functions_group.command("history")
 @click.argument("set_name", metavar="[SET|FILE]", required=False)
 @click.argument("function", required=False)
-@click.option("-n", "count", type=click.IntRange(min=1), help="Only the last N changes.")
+@count_option(None, what="Only the last N changes.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 def functions_history(set_name: str | None, function: str | None, count: int | None,
@@ -206,6 +242,9 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
 
     if set_name is not None and Path(set_name).is_file():
         set_name = _load_set(set_name).name
+    elif set_name is not None and (set_name.endswith(".json") or "/" in set_name):
+        # A set's name is a word; this was meant as a file, and there is none.
+        raise click.BadParameter(f"there is no file {set_name}", param_hint="SET|FILE")
     records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
     trainings = TrainingLog(log_db_path())
     scores = {(name, *key): value for name in dict.fromkeys(r.set_name for r in records)
@@ -269,12 +308,16 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
         raise click.BadParameter(f"{path} has no function {name!r}; it has: "
                                  f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-    with Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
-        result = sandbox.call(function_set, name, arguments)
-    if as_json:
-        click.echo(json_text(result.to_json_dict()), color=True)
-    else:
-        _print_result(result, show_return=True, raw=raw)
+    with ctrl_c("the call", _quit_run(as_json)), \
+            Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
+        try:
+            result = sandbox.call(function_set, name, arguments)
+        except RunInterrupted as stopped:
+            _print_ending(stopped.result, as_json=as_json, raw=raw)
+            click.echo(f"runner: interrupted (Ctrl-C); the call is logged as {stopped.result.id}",
+                       err=True)
+            sys.exit(130)
+    _print_ending(result, as_json=as_json, raw=raw, show_return=True)
     sys.exit(0 if result.status is Status.OK else 1)
 
 

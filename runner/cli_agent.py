@@ -16,7 +16,7 @@ import click
 from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
 from .backends.registry import backend_names
-from .cli_options import backend_options, limit, number, ray_options
+from .cli_options import backend_options, count_option, limit, model_options, number, ray_options
 from .cli_output import RAW_HELP, Printer
 from .terminal import json_text, sanitize_for_terminal
 from .terminal import status as status_text
@@ -49,15 +49,10 @@ def _progress_line(turn: Any) -> str:
 @click.option("--protocol", type=click.Choice(_PROTOCOLS), default="tools", show_default=True,
               help="How the model replies: native tool calls, one JSON object, "
                    "Thought/Tool/Tool Input text, or fenced python blocks.")
-@click.option("--model", envvar="RUNNER_MODEL", show_envvar=True,
-              help="Model name (default: the only model the server serves).")
-@click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True,
-              help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
-              help="API key (local servers need none).")
-@click.option("--max-turns", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+@click.option("--max-turns", type=number(1, 1000, integer=True), default=10, show_default=True,
               help="Model replies at most.")
-@click.option("--max-failures", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--max-failures", type=number(1, 100_000, integer=True), default=3,
+              show_default=True,
               help="Consecutive failures after which a function is disabled.")
 @click.option("--budget", "budget_s", type=number(0.01, 86_400), default=120.0,
               show_default=True, help="Seconds of sandbox time for the whole run.")
@@ -65,14 +60,7 @@ def _progress_line(turn: Any) -> str:
               help="Wall-clock limit of each execution in seconds (default 10).")
 @click.option("--backend", type=click.Choice(backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
-@click.option("--temperature", type=number(0, 2),
-              help="Sampling temperature (default: the server's).")
-@click.option("--max-tokens", type=number(1, 10_000_000, integer=True),
-              help="Tokens per reply at most (default: the server's).")
-@click.option("--llm-timeout", type=number(0.1, 3600), default=120.0, show_default=True,
-              help="Seconds to wait for one reply.")
-@click.option("--retries", type=click.IntRange(min=0, max=20), default=4, show_default=True,
-              help="Retries of a request on rate limits, 5xx and connection errors.")
+@model_options
 @click.option("--context-chars", type=number(1000, 100_000_000, integer=True),
               default=DEFAULT_CONTEXT_CHARS, show_default=True,
               help="Characters of conversation sent per request at most: older long replies and "
@@ -109,9 +97,15 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
         try:
             run = agent.run(task)
         except KeyboardInterrupt:
-            if agent.last_run is not None:  # logged as interrupted before Ctrl-C went on
-                _print_ending(agent.last_run, Printer(raw=raw))
-            raise
+            stopped = agent.last_run  # logged as interrupted before Ctrl-C went on
+            if stopped is None:
+                raise
+            if as_json:  # still exactly one JSON object
+                click.echo(json_text(stopped.summary_dict()), color=True)
+            else:
+                _print_ending(stopped, Printer(raw=raw))
+            click.echo("runner: interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
     if as_json:
         click.echo(json_text(run.summary_dict()), color=True)
     else:
@@ -129,16 +123,22 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
 def _print_ending(run: Any, printer: Printer) -> None:
     notes = [f"status {status_text(str(run.status), enabled=printer.colour(err=True))}",
              f"{len(run.turns)} turns", f"id {run.id}"]
-    if run.stop_reason and run.final_answer is None:
+    if run.stop_reason and run.final_answer is None and not run.error:  # (errors: said above)
         notes.insert(1, sanitize_for_terminal(run.stop_reason) if not printer.raw else run.stop_reason)
-    printer.styled("-- " + " · ".join(notes) + f" (runner logs show {run.id})", err=True)
+    printer.styled("-- " + " · ".join(notes) + logged_hint(run), err=True)
+
+
+def logged_hint(run: Any) -> str:
+    """Where to see a run again: `runner logs show ID`, or why it is not in the log."""
+    if run.not_logged:  # the reason was printed when the run ended
+        return " (not in the log)"
+    return f" (runner logs show {run.id})"
 
 
 @click.command("runs")
 @click.option("--status", type=click.Choice([value.value for value in AgentStatus]),
               help="Only this status.")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
+@count_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def logs_runs(status: str | None, count: int, as_json: bool) -> None:
     """Recent agent runs, newest first (`runner logs show RUN_ID` for one)."""

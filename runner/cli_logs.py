@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import click
 
+from .cli_options import count_option, number
 from .errors import ConfigurationError
 from .terminal import Style
 from .types import Status
@@ -62,9 +63,23 @@ def logs_group() -> None:
     """Browse, search, export, replay and prune the log of executions."""
 
 
+def _search_words(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A search with nothing to look for (no letter or digit) is a usage error, not a match
+    of everything."""
+    from .logs.search import parse_search
+
+    if value is not None:
+        try:
+            parse_search(value)
+        except ConfigurationError as exc:
+            raise click.BadParameter(f"{exc.message}; {exc.fix}") from None
+    return value
+
+
 @logs_group.command("list")
-@click.option("-q", "--query", metavar="WORDS",
-              help='Full-text search in code, output and errors ("quoted phrase", prefix*).')
+@click.option("-q", "--query", metavar="WORDS", callback=_search_words,
+              help='Full-text search in code, output and errors: every word (or "quoted '
+                   'phrase") must occur, as a word or a part of one, in any script.')
 @click.option("--status", type=click.Choice([s.value for s in Status]), help="Only this status.")
 @click.option("--backend", help="Only this backend.")
 @click.option("--source", help="Only runs from this source (cli, api, demo, agent, replay, ...).")
@@ -72,8 +87,7 @@ def logs_group() -> None:
 @click.option("--since", type=TIME, help="Only since then: 30m, 12h, 7d, 2w, or a date.")
 @click.option("--until", type=TIME, help="Only before then.")
 @click.option("--run", "run_id", metavar="RUN_ID", help="Only the executions of this agent run.")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True,
-              help="How many, newest first.")
+@count_option()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @_RAW
 def logs_list(query: str | None, status: str | None, backend: str | None, source: str | None,
@@ -133,13 +147,17 @@ def logs_path() -> None:
 
 @logs_group.command("export")
 @click.option("--format", "output_format", type=click.Choice(["jsonl"]), default="jsonl",
-              show_default=True, help="JSON Lines: one record per execution, agent run or turn.")
+              show_default=True,
+              help="JSON Lines: one record per line (executions, agent runs and turns, function "
+                   "versions, evaluations and their problems, trainings, epochs and actions).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="One agent run: it, its turns and executions.")
 @click.option("--since", type=TIME, help="Everything started since then (30m, 7d, a date).")
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="-",
               help="Write to this file (default: standard output).")
 def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: IO[str]) -> None:
-    """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere."""
+    """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere:
+    everything it holds (executions, agent runs, the function history, evaluations and
+    trainings), or what started since --since, or one agent run (--run)."""
     from .logs import LogStore
     from .logs.transfer import write_export
 
@@ -151,17 +169,34 @@ def logs_export(output_format: str, run_id: str | None, since: datetime | None, 
 
 
 @logs_group.command("import")
-@click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
-def logs_import(source: IO[str]) -> None:
-    """Read a `runner logs export` file into this log (all or nothing; existing rows stay)."""
+@click.argument("source", metavar="FILE|-")
+def logs_import(source: str) -> None:
+    """Read a `runner logs export` file into this log (all or nothing; existing rows stay).
+
+    Every line is checked first, as the log's own records are made: a file that is not
+    UTF-8, an id the log would not make, a negative duration or a time in the future is
+    refused, naming the line, and nothing is imported."""
     from .logs import LogStore
     from .logs.transfer import import_lines
 
-    name = "standard input" if source is sys.stdin else getattr(source, "name", "the file")
-    with LogStore() as store:
-        report = import_lines(store, source, source=str(name))
+    if source == "-":
+        handle, name = sys.stdin.buffer, "standard input"
+    else:
+        try:
+            handle, name = open(source, "rb"), source  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {source}: {exc.strerror}",
+                                     param_hint="FILE") from None
+    try:
+        with LogStore() as store:
+            report = import_lines(store, handle, source=name)
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
     _echo(f"imported {report.executions} executions, {report.agent_runs} agent runs, "
-          f"{report.agent_turns} turns ({report.already_present} already in the log)")
+          f"{report.agent_turns} turns, {report.function_versions} function versions, "
+          f"{report.evaluations} evaluations, {report.trainings} trainings "
+          f"({report.already_present} already in the log)")
 
 
 @logs_group.command("replay")
@@ -209,7 +244,7 @@ def logs_replay(target: str, as_json: bool, raw: bool) -> None:
 
 
 @logs_group.command("stats")
-@click.option("--days", type=click.IntRange(min=1, max=3660), default=14, show_default=True,
+@click.option("--days", type=number(1, 3660, integer=True), default=14, show_default=True,
               help="How many days the per-day counts cover.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def logs_stats(days: int, as_json: bool) -> None:
@@ -224,9 +259,11 @@ def logs_stats(days: int, as_json: bool) -> None:
         _echo(json.dumps({"path": str(path), **numbers.model_dump(mode="json")}, ensure_ascii=False))
         return
     style = _style(False)
-    free = f"{_size(numbers.free_bytes)} free: `runner logs prune` gives space back"
+    # Free pages are what VACUUM (run by `runner logs prune`) gives back; none, nothing to say.
+    free = (f" ({_size(numbers.free_bytes)} free: `runner logs prune` gives it back)"
+            if numbers.free_bytes else "")
     lines = [f"database    {path}",
-             f"size        {_size(numbers.database_bytes)} ({free})",
+             f"size        {_size(numbers.database_bytes)}{free}",
              f"executions  {numbers.executions:,}"
              + (f" from {numbers.oldest:%Y-%m-%d} to {numbers.newest:%Y-%m-%d}"
                 if numbers.oldest and numbers.newest else ""),
@@ -259,30 +296,53 @@ def _size(count: int) -> str:
 @click.option("--before", type=TIME, required=True,
               help="Delete what started before then: 30d (older than 30 days), 2w, a date.")
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted.")
-def logs_prune(before: datetime, dry_run: bool) -> None:
+@click.option("--yes", "-y", "assume_yes", is_flag=True,
+              help="Delete without asking (needed where standard input is not a terminal).")
+def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
     """Delete old executions, agent runs (with their turns and search index), evaluations and
     trainings, then VACUUM.
 
-    Function versions are kept: they are the history of what the sets are now. What a kept
-    record points at (an older conversation behind a newer evaluation's verdict) is kept."""
+    It says what it would delete and asks first, on a terminal; --yes skips the question
+    (and is needed without a terminal); --dry-run only counts. Function versions are kept:
+    they are the history of what the sets are now. What a kept record points at (an older
+    conversation behind a newer evaluation's verdict) is kept."""
     from .logs import LogStore
     from .logs.maintenance import prune
 
+    when = f"{before.astimezone():%Y-%m-%d %H:%M %Z}"
     with LogStore() as store:
-        report = prune(store, before, dry_run=dry_run)
-    verb = "would delete" if dry_run else "deleted"
-    _echo(f"{verb} {report.executions:,} executions, {report.agent_runs:,} agent runs "
-          f"({report.agent_turns:,} turns) started before {before.astimezone():%Y-%m-%d %H:%M %Z}"
-          + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
-             if report.evaluations or report.trainings else ""))
-    if not dry_run:
-        _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+        planned = prune(store, before, dry_run=True)
+        if dry_run:
+            _echo(f"would delete {_pruned(planned)} started before {when}")
+            return
+        if not planned.total:
+            _echo(f"nothing started before {when}: nothing to delete")
+            return
+        if not assume_yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError(
+                    f"this would delete {_pruned(planned)} started before {when}; without a "
+                    "terminal to ask on, pass --yes to delete them (or --dry-run to count)")
+            if not click.confirm(f"delete {_pruned(planned)} started before {when}?",
+                                 default=False, err=True):
+                _echo("nothing was deleted")
+                return
+        report = prune(store, before)
+    _echo(f"deleted {_pruned(report)} started before {when}")
+    _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+
+
+def _pruned(report: Any) -> str:
+    return (f"{report.executions:,} executions, {report.agent_runs:,} agent runs "
+            f"({report.agent_turns:,} turns)"
+            + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
+               if report.evaluations or report.trainings else ""))
 
 
 @logs_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback requires a token (printed once).")
-@click.option("--port", type=click.IntRange(min=0, max=65535), default=8765, show_default=True,
+@click.option("--port", type=number(0, 65535, integer=True), default=8765, show_default=True,
               help="Port (0 picks a free one).")
 def logs_serve(host: str, port: int) -> None:
     """A read-only web viewer of the log: executions, search, agent runs, function sets."""

@@ -1,9 +1,12 @@
-"""Option types shared by the `runner` commands: numbers checked against their valid range.
+"""Options shared by the `runner` commands, and the one type of every numeric option.
 
 click's FloatRange lets `nan` through (every comparison with nan is false) and knows
 nothing of the library's own bounds. `Number` refuses nan and infinities, and states the
-range in its usage error; `limit` reads the range from the `Limits` field itself, so the
-CLI and the Python API accept exactly the same values.
+range in its usage error (exit 2); every numeric option of every command is a `Number`
+(tests/test_cli_numbers.py walks the commands to hold that). `limit` reads the range from
+the `Limits` field itself and `model_options` from the model client's own checks, so the
+CLI and the Python API accept exactly the same values, and the options that several
+commands share (the model's, `-n`) are defined here once.
 """
 
 from __future__ import annotations
@@ -53,6 +56,39 @@ def limit(field: str) -> Number:
 def number(low: float | None = None, high: float | None = None, *, low_open: bool = False,
            integer: bool = False) -> Number:
     return Number(Range(low, low_open, high, False, integer=integer))
+
+
+def count_option(default: int | None = 20, *, what: str = "How many, newest first."
+                 ) -> Callable[[F], F]:
+    """`-n N`: how many rows a listing shows."""
+    return click.option("-n", "count", type=number(1, 1_000_000, integer=True), default=default,
+                        show_default=default is not None, help=what)
+
+
+def model_options(command: F) -> F:
+    """Which model to ask and how (`runner agent`, `math solve|eval|train`): the ranges are
+    the client's own (`runner.agent.llm`)."""
+    from .agent.llm import MAX_TOKENS_RANGE, RETRIES_RANGE, TEMPERATURE_RANGE, TIMEOUT_RANGE
+
+    options = [
+        click.option("--model", envvar="RUNNER_MODEL", show_envvar=True,
+                     help="Model name (default: the only model the server serves)."),
+        click.option("--base-url", envvar="OPENAI_BASE_URL", show_envvar=True,
+                     help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--api-key", envvar="OPENAI_API_KEY", show_envvar=True,
+                     help="API key (local servers need none)."),
+        click.option("--temperature", type=Number(TEMPERATURE_RANGE),
+                     help="Sampling temperature (default: the server's)."),
+        click.option("--max-tokens", type=Number(MAX_TOKENS_RANGE),
+                     help="Tokens per reply at most (default: the server's)."),
+        click.option("--llm-timeout", type=Number(TIMEOUT_RANGE), default=120.0,
+                     show_default=True, help="Seconds to wait for one reply."),
+        click.option("--retries", type=Number(RETRIES_RANGE), default=4, show_default=True,
+                     help="Retries of a request on rate limits, 5xx and connection errors."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 def ray_options(command: F) -> F:

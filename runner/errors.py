@@ -92,6 +92,13 @@ class LLMUnavailableError(LLMError):
     code = "LLM_UNAVAILABLE"
 
 
+class LLMProtocolError(LLMError):
+    """The server answered, but not in the OpenAI protocol: an HTML page, a body that is not
+    JSON, JSON that is not a chat completion, a completion without a choice."""
+
+    code = "LLM_PROTOCOL"
+
+
 class LLMAuthenticationError(LLMError):
     """The server refused the API key."""
 

@@ -28,6 +28,7 @@ from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id
 from .logs import LogStore
 from .session import Session, interrupted_result
+from .stopping import RunInterrupted
 from .types import ExecutionRequest, ExecutionResult, Limits
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class Sandbox:
         `execution_id` is the id the result and its log row get (a new one by default; a
         caller that must name the execution before it ends, like the agent, passes one).
         Ctrl-C (KeyboardInterrupt) while it runs is logged as a `crashed` execution that
-        says so, and then raised on: the caller stops, and the log tells what happened."""
+        says so, and then raised on as `RunInterrupted` (a KeyboardInterrupt holding that
+        result): the caller stops, and the log tells what happened."""
         request = request_argument(request)
         meta = meta_argument(meta)
         if self._closed:
@@ -97,9 +99,10 @@ class Sandbox:
         run_id = execution_id or new_id()
         try:
             result = self._backend.run(request, run_id=run_id)
-        except KeyboardInterrupt:
-            self.record(request, interrupted_result(run_id, self.backend, request.limits), meta)
-            raise
+        except KeyboardInterrupt as exc:
+            stopped = interrupted_result(run_id, self.backend, request.limits)
+            self.record(request, stopped, meta)
+            raise RunInterrupted(stopped) from exc
         self.record(request, result, meta)
         return result
 

@@ -27,6 +27,7 @@ from .api_checks import build_request, code_argument, limits_argument, meta_argu
 from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
 from .ids import new_id
+from .stopping import RunInterrupted
 from .types import ErrorInfo, ExecutionResult, Limits, Status
 from .worker import error_types
 
@@ -81,11 +82,11 @@ class Session:
             request = request.model_copy(update={"limits": self.budget.limits_for(limits)})
             try:
                 result, fresh = self._backend_session.run(request, run_id=run_id)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 self.blocks += 1
-                self._sandbox.record(request, interrupted_result(run_id, self._sandbox.backend,
-                                                                 request.limits), block_meta)
-                raise
+                stopped = interrupted_result(run_id, self._sandbox.backend, request.limits)
+                self._sandbox.record(request, stopped, block_meta)
+                raise RunInterrupted(stopped) from exc
             if fresh and self.blocks > 0:
                 self.restarts += 1
                 block_meta["session_restarted"] = True

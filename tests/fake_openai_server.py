@@ -6,8 +6,10 @@ body it received, so a test can check exactly what the orchestrator sent.
 
 For conversations that run concurrently (an evaluation), where the order of requests is
 not fixed, a `responder` can answer instead of the queue: a function of the request body
-that returns the reply's content (a string), `{"content", "tool_calls", "delay_s"}`, or
-`{"status": 503, "message": ...}` for an HTTP error.
+that returns the reply's content (a string), `{"content", "tool_calls", "delay_s"}`,
+`{"status": 503, "message": ...}` for an HTTP error, `{"raw": b"<html>...", "content_type":
+"text/html"}` for a body that is not a chat completion (HTTP 200 unless `status` says
+otherwise), or `{"body": {...}}` for a JSON body of its own (`{"choices": []}`, say).
 """
 
 from __future__ import annotations
@@ -102,7 +104,15 @@ class FakeOpenAI:
                     answer = fake.responder(body)
                     if isinstance(answer, str):
                         answer = {"content": answer}
-                    if answer.get("status", 200) != 200:  # an HTTP error instead of a reply
+                    if "raw" in answer or "body" in answer:  # not a chat completion
+                        raw_body = answer.get("raw")
+                        reply = _Reply(status=int(answer.get("status", 200)),
+                                       body=answer.get("body") or {},
+                                       raw=raw_body.encode() if isinstance(raw_body, str) else raw_body,
+                                       content_type=str(answer.get("content_type")
+                                                        or "application/json"),
+                                       delay_s=float(answer.get("delay_s") or 0))
+                    elif answer.get("status", 200) != 200:  # an HTTP error instead of a reply
                         reply = _Reply(status=int(answer["status"]), body={"error": {
                             "message": str(answer.get("message") or "error"), "type": "server_error"}})
                     else:

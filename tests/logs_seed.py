@@ -112,3 +112,29 @@ def seed(path: Path, *, training: bool = False) -> Seeded:
                   run_executions=run.execution_ids, set_name="seed_tools", function="double",
                   training=trained, evaluations=evaluations)
 
+
+_SEED_SCRIPT = """
+import dataclasses, json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from logs_seed import seed
+seeded = seed(Path(sys.argv[2]), training=sys.argv[3] == "1")
+print(json.dumps({**dataclasses.asdict(seeded), "path": str(seeded.path)}))
+"""
+
+
+def seed_apart(path: Path, *, training: bool = False) -> Seeded:
+    """`seed`, in a process of its own: a training's answer checker forks worker processes
+    under an address-space limit, which a test process that has connected to Ray (and so
+    mapped gigabytes) cannot give them."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _SEED_SCRIPT, str(Path(__file__).parent),
+                           str(path), "1" if training else "0"], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"seeding {path} failed:\n{done.stderr}")
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return Seeded(**{**data, "path": Path(data["path"])})

@@ -2,7 +2,7 @@
 
 CLI usage errors exit 2 and state the valid range; the Python API raises RunnerError
 subclasses (not pydantic's ValidationError); a model server that answers something other
-than the OpenAI protocol is an LLM_ERROR that says what came back; an unusable RUNNER_HOME
+than the OpenAI protocol is an LLM_PROTOCOL error (an LLMError) that says what came back; an unusable RUNNER_HOME
 names the path and the fix.
 """
 
@@ -201,7 +201,7 @@ def test_a_chat_reply_that_is_not_a_completion_is_an_llm_error(body, content_typ
         llm = OpenAIChat("m", base_url=server.url, api_key="k")
         with pytest.raises(LLMError) as caught:
             llm.complete([{"role": "user", "content": "hi"}])
-    assert caught.value.code == "LLM_ERROR"
+    assert caught.value.code == "LLM_PROTOCOL"  # an LLMError: the server left the protocol
     for word in words:
         assert word in caught.value.message
     assert "--base-url" in caught.value.fix and "/v1" in caught.value.fix
@@ -216,7 +216,7 @@ def test_a_server_without_a_model_list_is_an_llm_error(page, words):
     with FakeOpenAI(models_page=page) as server:
         with pytest.raises(LLMError) as caught:
             OpenAIChat(base_url=server.url, api_key="k")
-    assert caught.value.code == "LLM_ERROR" and words in caught.value.message
+    assert caught.value.code in ("LLM_ERROR", "LLM_PROTOCOL") and words in caught.value.message
     assert "--model" in caught.value.fix and "--base-url" in caught.value.fix
 
 
@@ -226,7 +226,7 @@ def test_the_cli_reports_an_html_server_without_a_traceback(tmp_path):
         proc = run_cli(["agent", "hi", "--base-url", server.url, "--model", "m", "--protocol", "code"],
                        tmp_path / "home")
     assert proc.returncode == 1
-    assert "runner: error [LLM_ERROR]" in proc.stderr and "Welcome to nginx!" in proc.stderr
+    assert "runner: error [LLM_PROTOCOL]" in proc.stderr and "Welcome to nginx!" in proc.stderr
     assert "runner: fix: check --base-url" in proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -182,7 +182,9 @@ def test_export_then_import_round_trips_exactly(seeded: Seeded, tmp_path: Path):
     other = tmp_path / "other"
     imported = logs(other, "import", "-", input=exported)
     assert imported.exit_code == 0, imported.output
-    assert f"imported {kinds.count('execution')} executions, 1 agent runs, 3 turns (0 already" in imported.output
+    assert (f"imported {kinds.count('execution')} executions, 1 agent runs, 3 turns, "
+            f"{kinds.count('function_version')} function versions, 0 evaluations, 0 trainings "
+            "(0 already") in imported.output
     assert logs(other, "export").stdout == exported
     again = logs(other, "import", "-", input=exported)
     assert f"({len(lines)} already in the log)" in again.output
@@ -229,7 +231,10 @@ def test_prune_deletes_old_rows_with_their_index_and_vacuums(tmp_path: Path):
     assert "would delete 21 executions, 1 agent runs (1 turns)" in dry.output
     assert json.loads(logs(tmp_path, "stats", "--json").stdout)["executions"] == 42
 
-    done = logs(tmp_path, "prune", "--before", "30d")
+    unasked = logs(tmp_path, "prune", "--before", "30d")  # no terminal to ask on, no --yes
+    assert unasked.exit_code == 2 and "pass --yes" in unasked.output
+    assert json.loads(logs(tmp_path, "stats", "--json").stdout)["executions"] == 42
+    done = logs(tmp_path, "prune", "--before", "30d", "--yes")
     assert done.exit_code == 0 and "deleted 21 executions, 1 agent runs (1 turns)" in done.output
     with LogStore(db) as store:
         left = {r.id for r in store.list_executions(limit=None)}
@@ -270,7 +275,7 @@ def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path
             evaluations.create(record, [NewItem(problem_id="p", problem={"problem": "?"})])
             evaluations.finish_item(record.id, 0, agent_run_id=run_id, run_status="answered",
                                     answer="1", correct=True, verdict=None, duration_ms=1)
-    done = logs(tmp_path, "prune", "--before", "30d")
+    done = logs(tmp_path, "prune", "--before", "30d", "--yes")
     assert done.exit_code == 0, done.output
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 1
@@ -279,3 +284,47 @@ def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path
         left_executions = {row[0] for row in conn.execute("SELECT id FROM executions")}
     assert left_runs == {old_runs[1][0]}, "the run a kept verdict points at must stay"
     assert left_executions == {old_runs[1][1]}
+
+
+def _prune_on_a_terminal(home: Path, answer: str) -> str:
+    """`runner logs prune --before 0d` with a terminal as its standard input, answering."""
+    import pty
+    import select
+
+    main_fd, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "runner", "logs", "prune", "--before", "0d"],
+                               stdin=follower, stdout=follower, stderr=follower,
+                               env={**os.environ, "RUNNER_HOME": str(home)})
+    os.close(follower)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            ready, _, _ = select.select([main_fd], [], [], 60)
+            assert ready, seen
+            seen += os.read(main_fd, 4096)
+        os.write(main_fd, answer.encode() + b"\n")
+        while process.poll() is None or select.select([main_fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            seen += chunk
+        process.wait(timeout=60)
+    finally:
+        os.close(main_fd)
+    return seen.decode(errors="replace")
+
+
+def test_prune_asks_on_a_terminal_before_it_deletes(tmp_path: Path):
+    with LogStore(tmp_path / "runner.db") as store:
+        for _ in range(3):
+            store.record_execution(*make_pair())
+    shown = _prune_on_a_terminal(tmp_path, "n")
+    assert "delete 3 executions, 0 agent runs (0 turns) started before" in shown
+    assert "nothing was deleted" in shown
+    assert json.loads(logs(tmp_path, "stats", "--json").stdout)["executions"] == 3
+    shown = _prune_on_a_terminal(tmp_path, "y")
+    assert "deleted 3 executions" in shown
+    assert json.loads(logs(tmp_path, "stats", "--json").stdout)["executions"] == 0

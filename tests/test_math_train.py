@@ -341,7 +341,7 @@ def test_resume_after_sigkill_during_an_epochs_evaluation(train, tmp_path):
         (0, "baseline", 0.0), (1, "improved", 1.0), (2, "unchanged", None)]
     assert data["epochs"][1]["evaluation_id"] == evaluation_id  # resumed, not started again
     assert [a["function"] for a in data["epochs"][1]["actions"]] == ["solve_it"]
-    assert f"training {training_id}: train.jsonl, up to 2 epochs (resumed)" in stderr
+    assert f"training {training_id}: train.jsonl, up to 2 epochs, set learned (resumed)" in stderr
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0] == 2
         assert conn.execute("SELECT COUNT(*) FROM function_versions").fetchone()[0] == 1

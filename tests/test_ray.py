@@ -293,6 +293,45 @@ def test_without_an_address_a_private_local_ray_starts_on_loopback_and_stops():
     assert report["connected"] is False  # closing the last Sandbox shut the private Ray down
 
 
+def _without_ray_settings(home: Path) -> dict[str, str]:
+    """A user's environment on a machine with no Ray set up: no RAY_* variables (the test
+    session's cluster sets some), and a home of its own, to see what is written there."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    return {**env, "HOME": str(home), "RUNNER_HOME": str(home / "runner-home")}
+
+
+def test_the_readmes_first_ray_command_runs_on_a_private_local_ray(tmp_path: Path):
+    """`runner exec job.py --backend ray` as the README has it, with no cluster and no Ray
+    settings: a private local Ray starts (its token set before Ray is imported), runs the
+    job, and stops; nothing is written to ~/.ray."""
+    job = tmp_path / "job.py"
+    job.write_text("print(6 * 7)\n")
+    result = subprocess.run([sys.executable, "-m", "runner", "exec", str(job), "--backend", "ray"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=_without_ray_settings(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "42\n"
+    assert "Traceback" not in result.stderr and "Authentication" not in result.stderr
+    assert not (tmp_path / ".ray").exists()
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"], ids=["gcs-address", "ray-client"])
+def test_a_dead_ray_address_fails_in_seconds_naming_it(tmp_path: Path, scheme: str):
+    from runner.backends.ray_cluster import free_port
+
+    address = f"{scheme}127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "runner", "exec", "-", "--backend", "ray",
+                             "--ray-address", address], input="print(1)", capture_output=True,
+                            text=True, timeout=300, env=_without_ray_settings(tmp_path))
+    assert time.monotonic() - started < 60  # Ray's own retries took minutes
+    assert result.returncode == 1
+    error, fix = result.stderr.strip().splitlines()  # one line, and its fix
+    assert error == f"runner: error [BACKEND_UNAVAILABLE]: no Ray cluster at {address} " \
+                    "(Connection refused)"
+    assert fix.startswith("runner: fix: start the cluster")
+
+
 def test_ray_flags_without_the_ray_backend_are_a_usage_error():
     result = _cli("exec", "--ray-address", "auto", "-")
     assert result.returncode == 2

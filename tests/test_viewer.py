@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from logs_seed import HOSTILE, Seeded, seed
+from logs_seed import HOSTILE, Seeded, seed_apart
 from starlette.testclient import TestClient
 
 from runner.errors import LogStoreError
@@ -29,7 +29,7 @@ LOCAL = "http://127.0.0.1"
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    return seed(tmp_path_factory.mktemp("viewer") / "runner.db", training=True)
+    return seed_apart(tmp_path_factory.mktemp("viewer") / "runner.db", training=True)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from logs_seed import Seeded, seed
+from logs_seed import Seeded, seed_apart
 
 CHROMIUM = os.environ.get("RUNNER_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -40,7 +40,7 @@ def viewer(tmp_path_factory: pytest.TempPathFactory):
         _missing("the playwright package is not installed")
     if not os.access(CHROMIUM, os.X_OK):
         _missing(f"Chromium is not at {CHROMIUM}")
-    seeded = seed(tmp_path_factory.mktemp("browser") / "runner.db", training=True)
+    seeded = seed_apart(tmp_path_factory.mktemp("browser") / "runner.db", training=True)
     env = {**os.environ, "RUNNER_HOME": str(seeded.path.parent)}
     process = subprocess.Popen([sys.executable, "-m", "runner", "logs", "serve", "--port", "0"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

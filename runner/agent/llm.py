@@ -5,7 +5,10 @@ the assistant message as received (content, tool calls), the whole response body
 usage, latency and how many retries it took. Transient failures (rate limits, 5xx, a
 refused or dropped connection, a timeout) are retried here with exponential backoff,
 honouring a server's Retry-After; the SDK's own retries are switched off so that there is
-one retry policy and it is visible in the log.
+one retry policy and it is visible in the log. A request from a thread other than the main
+one is made on a request thread (`request_threads`), so that `stop()` (a job that is
+stopping) abandons every request in flight at once and sends no more; in the main thread,
+Ctrl-C interrupts the request itself.
 
 Every exception of the SDK is translated here, once, into the `LLMError` tree of
 `runner.errors`: a caller never sees an `openai` exception. A server or model that rejects
@@ -20,27 +23,39 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..encodable import encodable
 from ..errors import (
     ConfigurationError,
     LLMAuthenticationError,
     LLMError,
+    LLMProtocolError,
     LLMRequestError,
     LLMUnavailableError,
     ToolsNotSupportedError,
 )
 from ..jsonlimits import JsonBounds, JsonBoundsError, loads
 from ..ranges import Range, require
+from ..stopping import Stopped
+from .request_threads import REQUESTS
 
 Message = dict[str, Any]
 
 # Words in a 4xx error body that say the request was refused because of function calling.
 _TOOL_WORDS = ("tool", "function call", "function_call", "functions")
+# The valid values of the client's settings, stated once: the constructor checks them and
+# the CLI's options take them (`runner.cli_options.model_options`).
+TIMEOUT_RANGE = Range(0, True, 3600)
+RETRIES_RANGE = Range(0, False, 100, integer=True)
+TEMPERATURE_RANGE = Range(0, False, 2)
+MAX_TOKENS_RANGE = Range(1, False, 10_000_000, integer=True)
+
 _TOOLS_FIX = ("use a protocol that needs no native function calling: `--protocol json` "
               "(or text), i.e. Agent(protocol='json'); or enable tool calling on the server "
               "(vLLM: --enable-auto-tool-choice --tool-call-parser ...)")
@@ -105,14 +120,13 @@ class OpenAIChat:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         import openai
 
-        require("timeout_s", timeout_s, Range(0, True, 3600), fix="pass a timeout in seconds, e.g. 120")
-        require("max_retries", max_retries, Range(0, False, 100, integer=True),
-                fix="pass 0 for no retries")
+        require("timeout_s", timeout_s, TIMEOUT_RANGE, fix="pass a timeout in seconds, e.g. 120")
+        require("max_retries", max_retries, RETRIES_RANGE, fix="pass 0 for no retries")
         require("backoff_s", backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 1")
         require("max_backoff_s", max_backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 30")
-        require("temperature", temperature, Range(0, False, 2), optional=True,
+        require("temperature", temperature, TEMPERATURE_RANGE, optional=True,
                 fix="pass a sampling temperature from 0 to 2, or None for the server's")
-        require("max_tokens", max_tokens, Range(1, False, 10_000_000, integer=True), optional=True,
+        require("max_tokens", max_tokens, MAX_TOKENS_RANGE, optional=True,
                 fix="pass a positive number of tokens, or None for the server's")
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -131,6 +145,9 @@ class OpenAIChat:
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
+        self._stopped = threading.Event()
+        self._flight_lock = threading.Lock()
+        self._in_flight: set[threading.Event] = set()
         self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url,
                                      timeout=timeout_s, max_retries=0)
         if self.base_url is None:
@@ -167,8 +184,10 @@ class OpenAIChat:
             try:
                 # The raw response: its body is read here, as JSON, whatever the server sent
                 # (an HTML page at a wrong URL, a binary body), not by the SDK's models.
-                raw = self._client.chat.completions.with_raw_response.create(**arguments)
+                raw = self._send(arguments)
                 break
+            except Stopped:
+                raise
             except Exception as exc:  # translated below, once
                 error, transient, wait = self._translate(exc, tools=bool(tools))
                 if not transient or retries >= self.max_retries:
@@ -177,10 +196,53 @@ class OpenAIChat:
                                             fix=error.fix)
                     raise error from exc
                 retries += 1
-                self._sleep(wait if wait is not None else self._backoff(retries))
+                self._pause(wait if wait is not None else self._backoff(retries))
         latency_ms = int((time.monotonic() - started) * 1000)
         data = self._body(raw.http_response, "POST /chat/completions", "a chat completion")
         return reply_from_completion(data, latency_ms=latency_ms, retries=retries, where=self._where)
+
+    def stop(self) -> None:
+        """Stop talking to the server, for good (a job that is stopping calls it): every
+        request in flight is abandoned at once (its caller gets `Stopped`; the reply, if one
+        comes, is dropped), and no request or retry is sent any more."""
+        with self._flight_lock:
+            self._stopped.set()
+            for finished in self._in_flight:
+                finished.set()
+
+    def _send(self, arguments: dict[str, Any]) -> Any:
+        """One request. From the main thread it is made there (Ctrl-C interrupts it); from
+        any other thread (an evaluation's), on a request thread (`request_threads`), so that
+        `stop` can end the wait without waiting for the server."""
+        if threading.current_thread() is threading.main_thread():
+            if self._stopped.is_set():
+                raise Stopped("the model client was stopped")
+            return self._client.chat.completions.with_raw_response.create(**arguments)
+        with self._flight_lock:
+            if self._stopped.is_set():
+                raise Stopped("the model client was stopped")
+            call = REQUESTS.submit(
+                lambda: self._client.chat.completions.with_raw_response.create(**arguments))
+            self._in_flight.add(call.finished)
+        try:
+            call.finished.wait()
+        finally:
+            with self._flight_lock:
+                self._in_flight.discard(call.finished)
+        if not call.done:
+            raise Stopped("the model client was stopped while a request was in flight")
+        if call.error is not None:
+            raise call.error
+        return call.value
+
+    def _pause(self, seconds: float) -> None:
+        """Wait before a retry; a stopped client does not retry."""
+        if self._sleep is time.sleep:
+            self._stopped.wait(seconds)
+        else:  # a test's clock
+            self._sleep(seconds)
+        if self._stopped.is_set():
+            raise Stopped("the model client was stopped")
 
     def _backoff(self, attempt: int) -> float:
         delay = min(float(self.max_backoff_s), self.backoff_s * 2.0 ** (attempt - 1))
@@ -248,7 +310,7 @@ class OpenAIChat:
             if isinstance(data, dict):
                 return data
             problem = f"a JSON {_JSON_NAMES.get(type(data), 'value')}, not an object"
-        raise LLMError(f"{self._where} answered {request} with HTTP {status} {kind}, {problem}, where "
+        raise LLMProtocolError(f"{self._where} answered {request} with HTTP {status} {kind}, {problem}, where "
                        f"{expected} was expected: {_snippet(body)}",
                        fix=fix or f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}")
 
@@ -354,17 +416,20 @@ def _text(content: Any) -> str:
 
 def reply_from_completion(data: dict[str, Any], *, latency_ms: int, retries: int,
                           where: str = "the model server") -> ChatReply:
-    """The reply in a chat-completion body (as a server sends it), read as untrusted data."""
+    """The reply in a chat-completion body (as a server sends it), read as untrusted data.
+    Its text is made encodable first (a lone surrogate, valid in JSON, becomes `\\udXXX`),
+    so that the reply can be logged, printed and sent back whatever the server wrote."""
+    data = encodable(data)
     try:
         completion = _WireCompletion.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         place = ".".join(str(part) for part in first["loc"])
-        raise LLMError(f"{where} answered with JSON that is not a chat completion ({place}: "
+        raise LLMProtocolError(f"{where} answered with JSON that is not a chat completion ({place}: "
                        f"{first['msg']}): {_snippet(json.dumps(data).encode())}",
                        fix=f"check --base-url / OPENAI_BASE_URL: {_BASE_URL_HINT}") from None
     if not completion.choices:
-        raise LLMError(f"{where} answered without a choice (an empty reply): "
+        raise LLMProtocolError(f"{where} answered without a choice (an empty reply): "
                        f"{_snippet(json.dumps(data).encode())}",
                        fix="check the server's logs; the model may have failed to load, or "
                            f"--base-url points elsewhere ({_BASE_URL_HINT})")

@@ -34,8 +34,10 @@ for it (`reason_after_failures`), that many failing code blocks in a row (an err
 kill, or no output where output is required) earn CODE_KEEPS_FAILING: solve the step by
 reasoning. A server that refuses native tool calls, under a protocol for which they are
 optional, is asked again without them for the rest of the run. Every turn is logged as
-soon as it is over (see `runner.logs.agent`); a failing log write costs a warning, never
-the run.
+soon as it is over (see `runner.logs.agent`), and the whole run again when it ends; a log
+that cannot take it (full, read-only) costs one warning line, never the run: the run is
+kept in the log's spool and imported the next time the log is opened, or, if even that
+fails, `AgentRun.not_logged` says why it is not in the log.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ class _Conversation:
         self.tools = self.protocol.tools(self.functions)
         self.turns: list[AgentTurn] = []
         self._partial: _Partial | None = None
-        self.log = _open_log(agent._log_target, sandbox)
+        self.log, self.log_problem = _open_log(agent._log_target, sandbox)
         self.run_record = AgentRun(
             id=new_id(), task=task, protocol=self.protocol.name,
             model=getattr(agent.llm, "model", None), base_url=getattr(agent.llm, "base_url", None),
@@ -211,7 +213,7 @@ class _Conversation:
                 "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
                 "finished_at": datetime.now(UTC), "sandbox_ms": self.runner.used_ms,
                 "turns": list(self.turns)})
-            self._write(lambda log: log.finish(run))
+            run = self._log_whole(run)
             self.agent.last_run = run
         if stopped is not None:
             raise stopped
@@ -468,12 +470,36 @@ class _Conversation:
             self.agent.on_turn(turn)
 
     def _write(self, work: Callable[[AgentLog], None]) -> None:
+        """A write as the run goes; one that fails is made good by the run's last write
+        (`_log_whole`), which writes the whole run, so it is not reported on its own."""
         if self.log is None:
             return
         try:
             work(self.log)
         except Exception:  # the run matters more than its log
-            log.warning("could not write agent run %s to the log", self.run_record.id, exc_info=True)
+            log.debug("could not write agent run %s to the log", self.run_record.id, exc_info=True)
+
+    def _log_whole(self, run: AgentRun) -> AgentRun:
+        """Write the whole run as it ended; if the log cannot take it (full, read-only, gone),
+        keep it in the log's spool, imported the next time the log is opened, and say so in
+        one line; if even that fails, the run says why it is not in the log."""
+        if self.log is None:
+            return run.model_copy(update={"not_logged": self.log_problem}) if self.log_problem \
+                else run
+        try:
+            self.log.finish(run)
+            return run
+        except Exception as exc:  # the run matters more than its log
+            failure = _reason(exc)
+        try:
+            spool = self.log.spool(run)
+        except Exception as exc:
+            reason = f"{failure}; nor could it be kept in the log's spool: {_reason(exc)}"
+            log.warning("agent run %s is not in the log: %s", run.id, reason)
+            return run.model_copy(update={"not_logged": reason})
+        log.warning("could not write agent run %s to the log (%s); kept it in %s, which is "
+                    "imported the next time the log is opened", run.id, failure, spool)
+        return run
 
 
 class _Partial:
@@ -486,6 +512,15 @@ class _Partial:
         self.reply: ChatReply | None = None
         self.parsed: ParsedReply | None = None
         self.step = _Step(number)
+
+
+def _reason(exc: Exception) -> str:
+    """What went wrong, in one line: a runner error's message, or the exception itself."""
+    if isinstance(exc, RunnerError):
+        return exc.message
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _crash(exc: Exception) -> dict[str, Any]:
@@ -531,17 +566,19 @@ def _settings(agent: Agent, limits: Limits) -> dict[str, Any]:
     return settings
 
 
-def _open_log(target: LogTarget, sandbox: Sandbox) -> AgentLog | None:
+def _open_log(target: LogTarget, sandbox: Sandbox) -> tuple[AgentLog | None, str | None]:
+    """The agent log to write to (None when not logging), and why it could not be opened."""
     try:
         if target is False:
-            return None
+            return None, None
         if target is True:
             store = sandbox.log_store
-            return AgentLog(store) if store is not None else AgentLog()
+            return (AgentLog(store) if store is not None else AgentLog()), None
         if isinstance(target, AgentLog):
-            return target
-        return AgentLog(target)
-    except Exception:
-        log.warning("cannot open the agent log; this run is not logged", exc_info=True)
-        return None
+            return target, None
+        return AgentLog(target), None
+    except Exception as exc:
+        reason = f"the agent log cannot be opened: {_reason(exc)}"
+        log.warning("this agent run is not logged: %s", reason)
+        return None, reason
 

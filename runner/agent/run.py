@@ -92,6 +92,9 @@ class AgentRun(BaseModel):
     finished_at: datetime | None = None
     sandbox_ms: int = 0
     turns: list[AgentTurn] = Field(default_factory=list)
+    # Why this run is not in the log, when neither the log nor its spool could take it
+    # (None when it is there, or spooled to be imported the next time the log is opened).
+    not_logged: str | None = None
 
     @property
     def prompt_tokens(self) -> int:

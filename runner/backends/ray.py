@@ -9,9 +9,11 @@ them, so one database sees every run. Results name the isolation tier that ran t
 "ray") and the node (`resources.node`, "<node name>/<node id prefix>").
 
 - Connection: `ray_address=None` starts a private local Ray for this process (bound to
-  the loopback interface, a token of this process's own, dashboard and usage statistics
-  off) unless RAY_ADDRESS names a cluster; "auto" joins the cluster running on this machine; "host:port" or
-  "ray://host:10001" joins that one. Every node needs this runner installed, same version.
+  the loopback interface, a token of this process's own, set before `ray` is imported
+  (ray_env.py), dashboard and usage statistics off) unless RAY_ADDRESS names a cluster;
+  "auto" joins the cluster running on this machine; "host:port" or "ray://host:10001"
+  joins that one, once something answers there (a dead address fails in seconds, naming
+  it). Every node needs this runner installed, same version.
 - Placement: actors are pinned to nodes (node-affinity scheduling), by default one per
   CPU of each node, so they spread over the cluster; each warms its inner backend once.
 - Backpressure: at most `queue_depth` runs are in flight per actor (one running per inner
@@ -35,7 +37,6 @@ import contextlib
 import logging
 import math
 import os
-import secrets
 import threading
 import time
 from typing import Any
@@ -45,6 +46,7 @@ import ray
 from ..errors import BackendUnavailableError, ConfigurationError, SandboxClosedError
 from ..ids import new_id
 from ..types import ExecutionRequest, ExecutionResult
+from . import ray_env
 from .base import RAY_INNER_BACKENDS
 from .ray_pool import (
     Actor,
@@ -79,37 +81,27 @@ def _connect(address: str | None) -> None:
                     fix=f"use ray_address={_connection_address!r} in every Sandbox of this process")
             _connection_users += 1
             return
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        target = address or os.environ.get("RAY_ADDRESS") or "local"
-        if target == "local":
-            _private_token()
-        if target == "local" or _on_loopback(target):
+        ray_env.prepare(address)  # done by the loader already, unless ray was imported first
+        target = ray_env.target(address)
+        if target == "local" or ray_env.on_loopback(target):
             _loopback_only()
+        ray_env.reachable(target)  # a dead address fails in seconds, not after Ray's retries
         try:
             ray.init(address=target, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.WARNING, configure_logging=False)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # Ray's errors: translated here, once, in one line
             raise BackendUnavailableError(
-                f"could not connect to the Ray cluster at {target}: {exc}",
+                f"could not connect to the Ray cluster at {target}: {_first_line(exc)}",
                 fix="start the cluster (`ray start --head`), check the address (host:port or "
                     "ray://host:10001), or leave the address out for a local Ray") from None
         _connection_users, _connection_owned, _connection_address = 1, True, address
 
 
-def _on_loopback(address: str) -> bool:
-    """Whether `address` (host:port, or ray://host:port) names this machine's loopback."""
-    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
-def _private_token() -> None:
-    """A private local Ray takes tokens from this process only: Ray's default for a local
-    cluster is token authentication with a token it writes to ~/.ray, which every later
-    `ray start` on the machine would then pick up; an explicit RAY_AUTH_* setting wins."""
-    if any(key in os.environ for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
-        return
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+def _first_line(exc: BaseException) -> str:
+    """An exception's message as one line (Ray's carry tracebacks and advice)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _loopback_only() -> None:

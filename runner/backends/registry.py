@@ -49,15 +49,31 @@ def _load_docker() -> BackendFactory:
 
 
 def _load_ray() -> BackendFactory:
-    try:
-        import ray  # noqa: F401  (an optional extra)
-    except ImportError as exc:
-        raise BackendUnavailableError(
-            f"the ray backend needs Ray, which cannot be imported here ({exc})",
-            fix="pip install 'runner[ray]'") from None
-    from .ray import RayBackend
+    import importlib.util
 
-    return RayBackend
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a module entry that is not a module (None)
+        found = False
+    if not found:  # an optional extra
+        raise BackendUnavailableError(
+            "the ray backend needs Ray, which is not installed here",
+            fix="pip install 'runner[ray]'")
+
+    def make(**options: Any) -> Backend:
+        from .ray_env import prepare
+
+        # Before `ray` is imported: it reads its authentication settings then.
+        prepare(options.get("ray_address"))
+        try:
+            from .ray import RayBackend
+        except ImportError as exc:
+            raise BackendUnavailableError(
+                f"the ray backend needs Ray, which cannot be imported here ({exc})",
+                fix="pip install 'runner[ray]'") from None
+        return RayBackend(**options)
+
+    return make
 
 
 register_backend("restricted", _load_restricted)

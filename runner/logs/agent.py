@@ -18,6 +18,7 @@ whether the process that owns a `running` run is still alive.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,7 +31,14 @@ from .liveness import current_owner, owner_alive
 from .query import find_ids
 from .rows import from_json, marks, named_marks, shown_ids, to_iso, to_json, unreadable
 from .side_table import RecordTable
-from .store import DEFAULT_BUSY_TIMEOUT_S, ExecutionRecord, LogStore
+from .store import (
+    DEFAULT_BUSY_TIMEOUT_S,
+    RUN_SPOOL_NAME,
+    ExecutionRecord,
+    LogStore,
+    append_locked,
+    transaction,
+)
 
 # -- the database ---------------------------------------------------------------------------
 
@@ -92,6 +100,31 @@ def insert_turn(conn: sqlite3.Connection, run_id: str, turn: AgentTurn, *,
         return False
     link_executions(conn, run_id, turn.execution_ids, turn=turn.number)
     return True
+
+
+def write_whole_run(conn: sqlite3.Connection, run: AgentRun) -> None:
+    """The run's row as it is now, every turn not yet there, and its executions' links.
+    The caller holds a transaction."""
+    conn.execute(_UPSERT_RUN, run_row(run))
+    for turn in run.turns:
+        insert_turn(conn, run.id, turn, ignore_existing=True)
+    link_executions(conn, run.id, run.execution_ids)
+
+
+def import_spooled_runs(conn: sqlite3.Connection, lines: list[bytes]) -> tuple[int, list[bytes]]:
+    """Write the runs of spool lines (see `AgentLog.spool`), each whole, in one transaction;
+    (how many, the lines that are not a run). A later line of a run wins."""
+    runs: list[AgentRun] = []
+    rejected: list[bytes] = []
+    for line in lines:
+        try:
+            runs.append(AgentRun.model_validate_json(line))
+        except ValueError:  # half a line from a writer killed mid-append, or damage
+            rejected.append(line)
+    with transaction(conn):
+        for run in runs:
+            write_whole_run(conn, run)
+    return len(runs), rejected
 
 
 def insert_run(conn: sqlite3.Connection, run: AgentRun, *, ignore_existing: bool = False) -> bool:
@@ -163,13 +196,18 @@ class AgentLog(RecordTable[AgentRun]):
         self._run_transaction(lambda conn: insert_turn(conn, run_id, turn))
 
     def finish(self, run: AgentRun) -> None:
-        """Update the run's row with how it ended (inserting it if `start` never got through,
-        and then linking its executions, which could not point at a missing run)."""
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(_UPSERT_RUN, run_row(run))
-            link_executions(conn, run.id, run.execution_ids)
+        """Write the whole run as it ended: its row (inserted if `start` never got through),
+        the turns an earlier write missed, and the links of its executions (which could not
+        point at a missing run)."""
+        self._run_transaction(lambda conn: write_whole_run(conn, run))
 
-        self._run_transaction(write)
+    def spool(self, run: AgentRun) -> Path:
+        """Keep a run the database could not take beside it, to be imported the next time
+        the log is opened (as failed execution writes are); where it went."""
+        path = self._path.parent / RUN_SPOOL_NAME
+        # ensure_ascii: one line, whatever the text holds
+        append_locked(path, (json.dumps(run.model_dump(mode="json")) + "\n").encode())
+        return path
 
     # -- reading -----------------------------------------------------------------------------
 

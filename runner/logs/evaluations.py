@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .job_owner import claim, owner_json, owner_of, seen_status
 from .job_status import JobStatus
 from .rows import from_iso, from_json, marks, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import RecordTable
@@ -50,6 +51,7 @@ class EvaluationRecord(BaseModel):
     total: int
     settings: dict[str, Any] = Field(default_factory=dict)
     error: dict[str, Any] | None = None
+    owner: dict[str, Any] | None = None  # the process that runs it (`runner.logs.job_owner`)
 
 
 class NewItem(BaseModel):
@@ -120,7 +122,8 @@ NO_LEVEL = "(no level)"
 
 _EVAL_COLUMNS = ("id", "created_at", "finished_at", "status", "dataset", "split",
                  "dataset_path", "dataset_sha256", "method", "model", "base_url", "backend",
-                 "function_set", "checker_version", "total", "settings_json", "error_json")
+                 "function_set", "checker_version", "total", "settings_json", "error_json",
+                 "owner_json")
 _ITEM_COLUMNS = ("evaluation_id", "position", "problem_id", "type", "level", "problem_json",
                  "status", "attempts", "agent_run_id", "run_status", "answer", "correct",
                  "verdict_json", "started_at", "finished_at", "duration_ms")
@@ -144,8 +147,9 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
     # -- writing -----------------------------------------------------------------------------
 
     def create(self, record: EvaluationRecord, items: Sequence[NewItem]) -> None:
-        """The evaluation and every item of its sample (pending), in one transaction."""
-        row = self._row(record)
+        """The evaluation and every item of its sample (pending), in one transaction; this
+        process is its owner."""
+        row = {**self._row(record), "owner_json": owner_json()}
         evaluation_sql = (f"INSERT INTO evaluations ({', '.join(_EVAL_COLUMNS)}) "
                           f"VALUES ({named_marks(_EVAL_COLUMNS)})")
         item_sql = ("INSERT INTO evaluation_items (evaluation_id, position, problem_id, type, "
@@ -178,6 +182,11 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
              evaluation_id, position)).rowcount, "write to")
         return bool(changed == 1)
 
+    def claim(self, evaluation_id: str) -> None:
+        """Become the owner of an evaluation about to run again (`runner.logs.job_owner`):
+        a JobRunningError, naming it, while another live process runs it."""
+        self._run_transaction(lambda conn: claim(conn, "evaluations", evaluation_id))
+
     def set_status(self, evaluation_id: str, status: JobStatus, *,
                    error: dict[str, Any] | None = None) -> None:
         finished = now_iso() if status is JobStatus.FINISHED else None
@@ -196,6 +205,7 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
             "function_set": record.function_set, "checker_version": record.checker_version,
             "total": record.total, "settings_json": to_json(record.settings),
             "error_json": to_json(record.error),
+            "owner_json": to_json(record.owner) if record.owner is not None else None,
         }
 
     # -- reading -----------------------------------------------------------------------------
@@ -280,6 +290,31 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
                        run_statuses={str(status): int(count) for status, count in statuses})
 
 
+def insert_evaluation(conn: sqlite3.Connection, record: EvaluationRecord,
+                      items: Sequence[ItemRecord]) -> bool:
+    """Write an evaluation and its items as they were recorded elsewhere (an import), unless
+    the log has it already (then nothing is written: False). An item's conversation is
+    linked only when it is in the log. The caller holds a transaction."""
+    row = EvaluationLog._row(record)
+    sql = (f"INSERT OR IGNORE INTO evaluations ({', '.join(_EVAL_COLUMNS)}) "
+           f"VALUES ({named_marks(_EVAL_COLUMNS)})")
+    if conn.execute(sql, row).rowcount <= 0:
+        return False
+    columns = [c for c in _ITEM_COLUMNS if c != "agent_run_id"]
+    item_sql = (f"INSERT INTO evaluation_items ({', '.join(columns)}, agent_run_id) VALUES "
+                f"({named_marks(columns)}, (SELECT id FROM agent_runs WHERE id = :agent_run_id))")
+    conn.executemany(item_sql, [{
+        "evaluation_id": record.id, "position": item.position, "problem_id": item.problem_id,
+        "type": item.type, "level": item.level, "problem_json": to_json(item.problem),
+        "status": item.status, "attempts": item.attempts, "agent_run_id": item.agent_run_id,
+        "run_status": item.run_status, "answer": item.answer,
+        "correct": None if item.correct is None else int(item.correct),
+        "verdict_json": to_json(item.verdict), "started_at": to_iso(item.started_at),
+        "finished_at": to_iso(item.finished_at), "duration_ms": item.duration_ms}
+        for item in items])
+    return True
+
+
 def _order(key: str) -> tuple[int, str]:
     """Groups sort by name, with the catch-all groups last."""
     return (1 if key in (NO_TYPE, NO_LEVEL) else 0, key)
@@ -288,15 +323,18 @@ def _order(key: str) -> tuple[int, str]:
 def _evaluation(row: Sequence[Any]) -> EvaluationRecord:
     r = dict(zip(_EVAL_COLUMNS, row, strict=True))
     try:
+        owner = owner_of(r["owner_json"])
+        status, error = seen_status("evaluations", r["id"], r["status"], owner,
+                                    from_json(r["error_json"]))
         return EvaluationRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
             finished_at=from_iso(r["finished_at"]),
-            status=JobStatus(r["status"]), dataset=r["dataset"], split=r["split"],
+            status=status, dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"], backend=r["backend"],
             function_set=r["function_set"], checker_version=r["checker_version"],
             total=r["total"], settings=from_json(r["settings_json"], {}) or {},
-            error=from_json(r["error_json"]))
+            error=error, owner=owner)
     except ValueError as exc:
         raise unreadable(f"evaluation {r['id']}", exc) from exc
 

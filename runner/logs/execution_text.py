@@ -17,7 +17,8 @@ from typing import Any
 
 from ..terminal import PLAIN, Style
 from ..text_table import columns
-from ..types import Limits
+from ..types import ExecutionResult, Limits, Status
+from ..worker import error_types
 from .store import ExecutionRecord
 
 _CODE_PREVIEW_WIDTH = 50
@@ -39,6 +40,15 @@ def abridge(text: str, *, full: bool = False, limit: int = ABRIDGE_CHARS) -> str
             f"{text[len(text) - tail:]}")
 
 
+def status_label(status: str, error_type: str | None) -> str:
+    """The status a person is shown: a run stopped by Ctrl-C is `crashed` with the error type
+    Interrupted in its data (the eight statuses are the backends' contract), and reads as
+    `interrupted` wherever a person looks (the viewer, `runner logs list` and `show`)."""
+    if status == Status.CRASHED and error_type == error_types.INTERRUPTED:
+        return "interrupted"
+    return str(status)
+
+
 def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: bool = False) -> str:
     """Everything about one execution, as a multi-line report."""
     result, request = record.result, record.request
@@ -48,7 +58,7 @@ def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: boo
         f"started    {_local_time(result.started_at, zone=True)}",
         f"source     {clean(record.source)}",
         f"backend    {clean(result.backend)}" + (f" (image {clean(result.image)})" if result.image else ""),
-        f"status     {style.status(str(result.status))}",
+        f"status     {style.status(status_label(result.status, _error_type(result)))}",
         f"exit code  {'-' if result.exit_code is None else result.exit_code}",
         f"duration   {format_duration(result.duration_ms)}",
         f"cpu        {format_duration(result.resources.cpu_ms)}",
@@ -90,7 +100,7 @@ def render_execution_list(records: Sequence[ExecutionRecord], *, style: Style = 
             r.result.id,
             _local_time(r.result.started_at, zone=False),
             style.text(r.result.backend),
-            str(r.result.status),
+            status_label(r.result.status, _error_type(r.result)),
             format_duration(r.result.duration_ms),
             _first_line(r.request.code if r.request.call is None else f"call {r.request.call.name}",
                         _CODE_PREVIEW_WIDTH, style.text),
@@ -178,3 +188,7 @@ def _first_line(code: str, width: int, clean: Callable[[str], str]) -> str:
 
 def _pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
+
+
+def _error_type(result: ExecutionResult) -> str | None:
+    return result.error.type if result.error is not None else None

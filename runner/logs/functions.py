@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import getpass
 import os
+import sqlite3
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -138,6 +139,36 @@ class FunctionVersionLog(SideTable):
     def latest(self, set_name: str, function: str) -> FunctionVersionRecord | None:
         records = self.history(set_name, function, limit=1)
         return records[0] if records else None
+
+
+def insert_version(conn: sqlite3.Connection, record: FunctionVersionRecord) -> tuple[int, bool]:
+    """Write a change as it was recorded elsewhere (an import): (its id in this log, whether
+    it was new). A change is the same one when its set, function, version and time are."""
+    key = (record.set_name, record.function, record.version, to_iso(record.changed_at))
+    found = conn.execute("SELECT id FROM function_versions WHERE set_name = ? AND function = ? "
+                         "AND version = ? AND changed_at = ?", key).fetchone()
+    if found is not None:
+        return int(found[0]), False
+    row = {"changed_at": key[3], "set_name": record.set_name, "function": record.function,
+           "version": record.version, "action": record.action,
+           "author_kind": record.author.kind, "author": record.author.name, "note": record.note,
+           "spec_json": to_json(record.spec) if record.spec is not None else None,
+           "code_diff": record.code_diff}
+    names = list(row)
+    cursor = conn.execute(f"INSERT INTO function_versions ({', '.join(names)}) "
+                          f"VALUES ({named_marks(names)})", row)
+    assert cursor.lastrowid is not None  # an INSERT always has a row id
+    return int(cursor.lastrowid), True
+
+
+def version_key(conn: sqlite3.Connection, version_id: int) -> dict[str, Any] | None:
+    """What names a change across logs (an export): its set, function, version and time."""
+    row = conn.execute("SELECT set_name, function, version, changed_at FROM function_versions "
+                       "WHERE id = ?", (version_id,)).fetchone()
+    if row is None:
+        return None
+    return {"set_name": row[0], "function": row[1], "version": row[2],
+            "changed_at": datetime.fromisoformat(row[3]).isoformat()}
 
 
 def _record(row: tuple[Any, ...]) -> FunctionVersionRecord:

@@ -39,6 +39,12 @@ class PruneReport(BaseModel):
     bytes_after: int
     dry_run: bool
 
+    @property
+    def total(self) -> int:
+        """How many records (with turns) go."""
+        return (self.executions + self.agent_runs + self.agent_turns + self.evaluations
+                + self.trainings)
+
 
 _OLD_TRAININGS = "SELECT id FROM trainings WHERE created_at < :cut"
 _OLD_EVALUATIONS = ("SELECT id FROM evaluations WHERE created_at < :cut AND id NOT IN ("

@@ -501,6 +501,42 @@ MIGRATIONS: list[Migration] = [
         CREATE INDEX training_actions_version ON training_actions (function_version_id);
         """,
     ),
+    Migration(
+        8,
+        "the owner of each evaluation and training (the process that runs it)",
+        # As agent runs record theirs: a running job whose process is gone reads as
+        # interrupted, and one whose process is alive cannot be resumed a second time
+        # (runner.logs.job_owner). Jobs from before have none: they stay as they were.
+        """
+        ALTER TABLE evaluations ADD COLUMN owner_json TEXT;  -- host, pid, start time, boot id
+        ALTER TABLE trainings ADD COLUMN owner_json TEXT;
+        """,
+    ),
+    Migration(
+        9,
+        "the search indexes use the trigram tokenizer (any part of a word, in any script)",
+        # unicode61 splits words at spaces and punctuation, so a CJK sentence was one word
+        # and nothing inside it could be found (runner.logs.search). Same columns, same
+        # triggers (they name the tables, which are made again here), then rebuilt.
+        """
+        DROP TABLE executions_fts;
+        CREATE VIRTUAL TABLE executions_fts USING fts5 (
+            code, stdout, stderr, error_type, error_message, error_traceback,
+            content = 'executions', content_rowid = 'seq', columnsize = 0,
+            tokenize = 'trigram'
+        );
+        INSERT INTO executions_fts (executions_fts) VALUES ('rebuild');
+        UPDATE executions_fts_state SET indexed_up_to = (SELECT coalesce(max(seq), 0)
+                                                          FROM executions);
+        DROP TABLE agent_turns_fts;
+        CREATE VIRTUAL TABLE agent_turns_fts USING fts5 (
+            reply, feedback, content = 'agent_turn_text', content_rowid = 'seq',
+            tokenize = 'trigram'
+        );
+        INSERT INTO agent_turns_fts (rowid, reply, feedback)
+        SELECT seq, reply, feedback FROM agent_turn_text;
+        """,
+    ),
 ]
 
 

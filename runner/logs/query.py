@@ -3,8 +3,8 @@
 Everything here reads through a `sqlite3.Connection` handed in by the caller (the
 LogStore's, read-only or not), so the CLI and the viewer ask the same questions with the
 same SQL. Text a person typed is never pasted into SQL: filters are parameters, and a
-search box's words become a quoted FTS5 query (`fts_match`), so `"`, `*`, `AND` or `NEAR(`
-in it cannot be a syntax error or change the query's meaning.
+search box's words become a quoted FTS5 query and substring tests (`runner.logs.search`),
+so `"`, `*`, `AND` or `NEAR(` in it cannot be a syntax error or change its meaning.
 
 Pages are keyset pages (`WHERE (sort_key, id) < (last_key, last_id)`), not OFFSET ones: the
 hundredth page costs what the first does, and rows written meanwhile do not shift it.
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigurationError
 from ..types import Status
 from .rows import rows_by_id, to_iso
+from .search import contains_all, parse_search
 
 # Markers snippet() puts around matched words: private-use characters that the renderers
 # turn into highlighting after escaping, never into markup taken from the text itself.
@@ -35,7 +36,6 @@ PAGE_SIZE = 50
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SEARCH_TERM = re.compile(r'"[^"]*"|\S+')
 
 
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
@@ -62,24 +62,6 @@ def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as the reader sees times
     return moment.astimezone(UTC)
-
-
-def fts_match(text: str) -> str | None:
-    """A search box's words as an FTS5 query: every word must occur; "several words" in
-    quotes must occur together; a trailing `*` matches words that start with it.
-    None when nothing searchable is left."""
-    parts = []
-    for token in _SEARCH_TERM.findall(text):
-        if len(token) >= 2 and token.startswith('"') and token.endswith('"'):
-            inner, prefix = token[1:-1], False
-        else:
-            prefix = token.endswith("*") and len(token.rstrip("*")) > 0
-            inner = token.rstrip("*") if prefix else token
-        # Only words the tokenizer keeps can match; a term of punctuation alone is dropped.
-        if not any(ch.isalnum() for ch in inner):
-            continue
-        parts.append('"' + inner.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " AND ".join(parts) if parts else None
 
 
 # -- executions ------------------------------------------------------------------------------
@@ -141,8 +123,13 @@ class ExecutionFilter(BaseModel):
         if self.until is not None:
             clauses.append("started_at < ?")
             params.append(to_iso(self.until))
-        match = fts_match(self.query) if self.query else None
+        search = parse_search(self.query) if self.query else None
+        match = search.match if search is not None else None
         pending: dict[int, str] = {}
+        if search is not None and search.short:
+            short, short_params = contains_all(FTS_COLUMNS, search.short)
+            clauses.append(short)
+            params += short_params
         if match is not None:
             pending = pending_matches(conn, match)
             common = by_time and conn.execute(
@@ -150,12 +137,12 @@ class ExecutionFilter(BaseModel):
                 "LIMIT ?)", (match, _COMMON_MATCHES)).fetchone()[0] >= _COMMON_MATCHES
             # The unary + keeps SQLite from driving the query by the search's rows.
             column = "+seq" if common else "seq"
-            search = f"{column} IN (SELECT rowid FROM executions_fts WHERE executions_fts MATCH ?)"
+            indexed = f"{column} IN (SELECT rowid FROM executions_fts WHERE executions_fts MATCH ?)"
             params.append(match)
             if pending:
-                search = f"({search} OR seq IN ({', '.join('?' for _ in pending)}))"
+                indexed = f"({indexed} OR seq IN ({', '.join('?' for _ in pending)}))"
                 params += list(pending)
-            clauses.append(search)
+            clauses.append(indexed)
         return Where(" WHERE " + " AND ".join(clauses) if clauses else "", params, pending,
                      match)
 
@@ -185,7 +172,7 @@ def pending_matches(conn: sqlite3.Connection, match: str) -> dict[int, str]:
         return {}
     memory = sqlite3.connect(":memory:")
     try:
-        memory.execute(f"CREATE VIRTUAL TABLE pending USING fts5 ({columns})")
+        memory.execute(f"CREATE VIRTUAL TABLE pending USING fts5 ({columns}, tokenize = 'trigram')")
         memory.executemany(f"INSERT INTO pending (rowid, {columns}) VALUES "
                            f"({', '.join('?' * (len(FTS_COLUMNS) + 1))})", rows)
         found = memory.execute("SELECT rowid, snippet(pending, -1, ?, ?, '…', 16) FROM pending "
@@ -384,14 +371,21 @@ def list_runs(conn: sqlite3.Connection, *, status: str | None = None, query: str
     if status:
         clauses.append("status = ?")
         params.append(status)
-    match = fts_match(query) if query else None
-    if query and query.strip():
-        words = [("(id IN (SELECT t.run_id FROM agent_turns t WHERE t.seq IN "
-                  "(SELECT rowid FROM agent_turns_fts WHERE agent_turns_fts MATCH ?)))")
-                 if match is not None else "0"]
-        words.append("instr(lower(task), lower(?)) > 0")
-        clauses.append("(" + " OR ".join(words) + ")")
-        params += ([match] if match is not None else []) + [query.strip()]
+    search = parse_search(query) if query else None
+    if search is not None and query is not None:
+        # Every term in the model's replies and the feedback (the index for the long ones,
+        # the text for the short), or the whole query in the task.
+        words: list[str] = []
+        if search.match is not None:
+            words.append("id IN (SELECT t.run_id FROM agent_turns t WHERE t.seq IN "
+                         "(SELECT rowid FROM agent_turns_fts WHERE agent_turns_fts MATCH ?))")
+            params.append(search.match)
+        if search.short:
+            short, short_params = contains_all(("t.reply_json", "t.feedback_text"), search.short)
+            words.append(f"id IN (SELECT t.run_id FROM agent_turns t WHERE {short})")
+            params += short_params
+        clauses.append("((" + " AND ".join(words) + ") OR instr(lower(task), lower(?)) > 0)")
+        params.append(query.strip())
     if after is not None:
         clauses.append("(started_at, id) < (?, ?)")
         params += [after.value, after.id]

@@ -3,7 +3,8 @@
 One module for every table (executions, agent runs, function versions, evaluations,
 trainings), so they agree on the formats a SQLite tool sees:
 - JSON columns hold any value, an object JSON cannot carry by its repr, so that an odd
-  value in settings or a return value can never fail a write;
+  value in settings or a return value can never fail a write; a lone surrogate (which no
+  encoding can carry) is kept as its escape, in JSON columns as in plain ones;
 - times are fixed-width UTC ISO 8601 (naive means UTC), so sorting the text sorts by time;
 - ids are ULIDs, found by the whole id or by a prefix people type, in any case, with `%`,
   `_` and `\\` in the prefix matched as themselves.
@@ -31,6 +32,7 @@ from typing import Any, overload
 
 from pydantic_core import to_jsonable_python
 
+from ..encodable import encodable
 from ..errors import LogStoreError
 
 # A prefix lookup returns at most this many rows: enough to name a few of the ids an
@@ -39,8 +41,10 @@ PREFIX_MATCHES = 6
 
 
 def to_json(value: Any, *, ascii_only: bool = False) -> str:
-    """JSON text of any value (an object JSON cannot carry becomes its repr)."""
-    return json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=ascii_only)
+    """JSON text of any value (an object JSON cannot carry becomes its repr; a lone surrogate
+    in a string, its `\\udXXX` text, so that it reads back as the text a plain column keeps,
+    see `runner.encodable`)."""
+    return json.dumps(encodable(to_jsonable_python(value, fallback=repr)), ensure_ascii=ascii_only)
 
 
 def from_json(text: str | None, default: Any = None) -> Any:

@@ -8,7 +8,8 @@ Design choices, and why:
   writes are tiny, so serialising them costs nothing measurable.
 - A result is never lost: if the database write fails for any reason, the record is
   appended to a spool file (`unlogged.jsonl` next to the database) and imported,
-  idempotently, the next time a store opens that database.
+  idempotently, the next time a store opens that database. Agent runs have a spool of
+  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..encodable import encodable_text
 from ..errors import ConfigurationError, LogStoreError, NotFoundError
 from ..paths import log_db_path
 from ..types import ExecutionRequest, ExecutionResult, Resources, Status
@@ -46,6 +48,8 @@ logger = logging.getLogger("runner.logs")
 
 SPOOL_NAME = "unlogged.jsonl"
 REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
+# Agent runs the database could not take (written whole, as `runner.logs.agent` reads them).
+RUN_SPOOL_NAME = "unlogged_runs.jsonl"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
 T = TypeVar("T")
@@ -135,7 +139,8 @@ class LogStore:
         (a read-only mount), it reads what is there read-only.
         """
         where = Path(path) if path is not None else log_db_path()
-        if where.exists() and not (where.parent / SPOOL_NAME).exists():
+        spooled = any((where.parent / name).exists() for name in (SPOOL_NAME, RUN_SPOOL_NAME))
+        if where.exists() and not spooled:
             try:
                 return cls(where, read_only=True)
             except SchemaBehindError:
@@ -229,7 +234,7 @@ class LogStore:
     ) -> None:
         try:
             line = _spool_line(request, result, source, meta)
-            _append_locked(self.spool_path, line)
+            append_locked(self.spool_path, line)
         except Exception as spool_exc:
             logger.warning(
                 "could not log execution %s to %s (%s) nor to %s (%s); the record is lost",
@@ -254,6 +259,25 @@ class LogStore:
             return
         if lines:
             logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
+        runs_path = self._path.parent / RUN_SPOOL_NAME
+        try:
+            runs = _take_spool(runs_path, self._insert_spooled_runs)
+        except Exception as exc:
+            logger.warning("could not import %s into %s: %s; will retry on next open", runs_path,
+                           self._path, exc)
+            return
+        if runs:
+            logger.info("imported %d spooled agent run(s) from %s", runs, runs_path)
+
+    def _insert_spooled_runs(self, lines: list[bytes]) -> int:
+        from .agent import import_spooled_runs  # the agent log builds on this module
+
+        with self._lock:
+            count, rejected = import_spooled_runs(self._connection(), lines)
+        if rejected:
+            rejected_path = self._path.parent / REJECTED_SPOOL_NAME
+            append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
+        return count
 
     def _insert_spooled(self, lines: list[bytes]) -> int:
         rows, accepted, rejected = [], [], []
@@ -284,7 +308,7 @@ class LogStore:
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
             rejected_path = self._path.parent / REJECTED_SPOOL_NAME
-            _append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
+            append_locked(rejected_path, b"".join(_ends_with_newline(r) for r in rejected))
             logger.warning(
                 "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
             )
@@ -341,7 +365,7 @@ class LogStore:
         """Executions matching every given filter, newest first; `limit=None` for all.
 
         `query` is full-text search words over code, output and errors (see
-        `runner.logs.query.fts_match`); `since`/`until` bound the start time."""
+        `runner.logs.search`); `since`/`until` bound the start time."""
         if limit is not None and limit < 1:
             raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
         where = ExecutionFilter.of(status=status, backend=backend, source=source, function=function,
@@ -444,7 +468,8 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
     conn: sqlite3.Connection | None = None
     try:
         # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
-        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                               check_same_thread=False, factory=EncodableConnection)
         _configure(conn, path, busy_timeout_s)
         apply_migrations(conn, path, migrations)
         return conn
@@ -519,6 +544,28 @@ def _raise_newer(path: Path, version: int, latest: int) -> None:
         fix="upgrade runner (pip install -U runner), or set RUNNER_HOME to another directory")
 
 
+class EncodableConnection(sqlite3.Connection):
+    """A connection whose statements take any text: a string parameter holding a lone
+    surrogate (which SQLite cannot store, failing the whole write) is written with the
+    surrogate as its `\\udXXX` escape (`runner.encodable`). Every connection that writes
+    the log is one, so no caller can lose a row to the text a model or program produced."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, _encodable_parameters(parameters))
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        return super().executemany(sql, (_encodable_parameters(p) for p in parameters))
+
+
+def _encodable_parameters(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return {key: encodable_text(value) if isinstance(value, str) else value
+                for key, value in parameters.items()}
+    if isinstance(parameters, (list, tuple)):
+        return [encodable_text(value) if isinstance(value, str) else value for value in parameters]
+    return parameters
+
+
 def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
             ) -> sqlite3.Connection:
     """A short-lived connection to a database that is already at the current schema (the
@@ -526,7 +573,8 @@ def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY
     with foreign keys enforced."""
     if read_only:
         return open_read_only(path, busy_timeout_s)
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                           factory=EncodableConnection)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -775,7 +823,7 @@ def _ends_with_newline(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
 
 
-def _append_locked(path: Path, data: bytes) -> None:
+def append_locked(path: Path, data: bytes) -> None:
     """Append under an exclusive flock, to the file currently at `path`.
 
     The importer deletes the spool while holding the same lock, so after taking the

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .job_owner import claim, owner_json, owner_of, seen_status
 from .job_status import JobStatus
 from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
 from .side_table import RecordTable
@@ -61,6 +62,7 @@ class TrainingRecord(BaseModel):
     best_functions: dict[str, Any] | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     error: dict[str, Any] | None = None
+    owner: dict[str, Any] | None = None  # the process that runs it (`runner.logs.job_owner`)
 
 
 class EpochRecord(BaseModel):
@@ -125,7 +127,7 @@ _TRAINING_COLUMNS = ("id", "created_at", "finished_at", "status", "stop_reason",
                 "dataset_path", "dataset_sha256", "method", "model", "base_url",
                 "optimizer_model", "optimizer_base_url", "backend", "set_name", "out_path",
                 "epochs", "best_epoch", "best_success_rate", "best_functions_json",
-                "settings_json", "error_json")
+                "settings_json", "error_json", "owner_json")
 _EPOCH_COLUMNS = ("training_id", "epoch", "status", "started_at", "finished_at",
                   "functions_json", "step_end", "evaluation_id", "correct", "total",
                   "success_rate", "outcome")
@@ -148,21 +150,16 @@ class TrainingLog(RecordTable[TrainingRecord]):
     # -- writing -----------------------------------------------------------------------------
 
     def create(self, record: TrainingRecord) -> None:
-        row = {
-            "id": record.id, "created_at": to_iso(record.created_at),
-            "finished_at": to_iso(record.finished_at), "status": str(record.status),
-            "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
-            "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
-            "method": record.method, "model": record.model, "base_url": record.base_url,
-            "optimizer_model": record.optimizer_model,
-            "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
-            "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
-            "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
-            "best_functions_json": to_json(record.best_functions),
-            "settings_json": to_json(record.settings), "error_json": to_json(record.error)}
+        """The training's row; this process is its owner."""
+        row = {**_training_dict(record), "owner_json": owner_json()}
         sql = (f"INSERT INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
                f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
         self._run(lambda conn: conn.execute(sql, row), "write to")
+
+    def claim(self, training_id: str) -> None:
+        """Become the owner of a training about to run again (`runner.logs.job_owner`): a
+        JobRunningError, naming it, while another live process runs it."""
+        self._run_transaction(lambda conn: claim(conn, "trainings", training_id))
 
     def set_status(self, training_id: str, status: JobStatus, *,
                    stop_reason: str | None = None, error: dict[str, Any] | None = None) -> None:
@@ -267,6 +264,13 @@ class TrainingLog(RecordTable[TrainingRecord]):
             (evaluation_id,)).fetchone(), "read")
         return (str(row[0]), int(row[1])) if row else None
 
+    def set_name_taken(self, set_name: str) -> bool:
+        """Whether a set of this name has a history already (or a training owns the name)."""
+        return bool(self._run(lambda conn: conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM function_versions WHERE set_name = ?) OR "
+            "EXISTS (SELECT 1 FROM trainings WHERE set_name = ?)",
+            (set_name, set_name)).fetchone()[0], "read"))
+
     def version_scores(self, set_name: str) -> dict[tuple[str, int], builtins.list[tuple[str, int, float]]]:
         """For each (function, version) of a set that a training measured: (training, epoch,
         success rate) of every epoch whose set held exactly that version."""
@@ -286,12 +290,64 @@ class TrainingLog(RecordTable[TrainingRecord]):
         return scores
 
 
+def insert_training(conn: sqlite3.Connection, record: TrainingRecord,
+                    epochs: Sequence[EpochRecord],
+                    actions: Sequence[tuple[ActionRecord, int | None]]) -> bool:
+    """Write a training, its epochs and its actions (each with the id its function version
+    has in this log) as they were recorded elsewhere (an import), unless the log has it
+    already (then nothing is written: False). A link to an evaluation, a conversation or
+    its turn is kept only when that is in the log. The caller holds a transaction."""
+    row = _training_dict(record)
+    sql = (f"INSERT OR IGNORE INTO trainings ({', '.join(_TRAINING_COLUMNS)}) "
+           f"VALUES ({named_marks(_TRAINING_COLUMNS)})")
+    if conn.execute(sql, row).rowcount <= 0:
+        return False
+    conn.executemany(
+        "INSERT INTO training_epochs (training_id, epoch, status, started_at, finished_at, "
+        "functions_json, step_end, evaluation_id, correct, total, success_rate, outcome) VALUES "
+        "(?, ?, ?, ?, ?, ?, ?, (SELECT id FROM evaluations WHERE id = ?), ?, ?, ?, ?)",
+        [(record.id, e.epoch, e.status, to_iso(e.started_at), to_iso(e.finished_at),
+          to_json(e.functions), e.step_end, e.evaluation_id, e.correct, e.total, e.success_rate,
+          e.outcome) for e in epochs])
+    conn.executemany(
+        "INSERT INTO training_actions (training_id, epoch, created_at, agent_run_id, agent_turn, "
+        "outcome, action, function, code, reason, spec_json, arguments_json, "
+        "function_version_id, rolled_back) VALUES (?, ?, ?, "
+        "(SELECT id FROM agent_runs WHERE id = ?), "
+        "(SELECT number FROM agent_turns WHERE run_id = ? AND number = ?), "
+        "?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(record.id, a.epoch, to_iso(a.created_at), a.agent_run_id, a.agent_run_id, a.agent_turn,
+          a.outcome, a.action, a.function, a.code, a.reason,
+          to_json(a.spec) if a.spec is not None else None, to_json(a.arguments), version_id,
+          int(a.rolled_back)) for a, version_id in actions])
+    return True
+
+
+def _training_dict(record: TrainingRecord) -> dict[str, Any]:
+    return {
+        "id": record.id, "created_at": to_iso(record.created_at),
+        "finished_at": to_iso(record.finished_at), "status": str(record.status),
+        "stop_reason": record.stop_reason, "dataset": record.dataset, "split": record.split,
+        "dataset_path": record.dataset_path, "dataset_sha256": record.dataset_sha256,
+        "method": record.method, "model": record.model, "base_url": record.base_url,
+        "optimizer_model": record.optimizer_model,
+        "optimizer_base_url": record.optimizer_base_url, "backend": record.backend,
+        "set_name": record.set_name, "out_path": record.out_path, "epochs": record.epochs,
+        "best_epoch": record.best_epoch, "best_success_rate": record.best_success_rate,
+        "best_functions_json": to_json(record.best_functions),
+        "settings_json": to_json(record.settings), "error_json": to_json(record.error),
+        "owner_json": to_json(record.owner) if record.owner is not None else None}
+
+
 def _training_row(row: Sequence[Any]) -> TrainingRecord:
     r = dict(zip(_TRAINING_COLUMNS, row, strict=True))
     try:
+        owner = owner_of(r["owner_json"])
+        status, error = seen_status("trainings", r["id"], r["status"], owner,
+                                    from_json(r["error_json"]))
         return TrainingRecord(
             id=r["id"], created_at=datetime.fromisoformat(r["created_at"]),
-            finished_at=from_iso(r["finished_at"]), status=JobStatus(r["status"]),
+            finished_at=from_iso(r["finished_at"]), status=status,
             stop_reason=r["stop_reason"], dataset=r["dataset"], split=r["split"],
             dataset_path=r["dataset_path"], dataset_sha256=r["dataset_sha256"],
             method=r["method"], model=r["model"], base_url=r["base_url"],
@@ -300,7 +356,7 @@ def _training_row(row: Sequence[Any]) -> TrainingRecord:
             epochs=r["epochs"], best_epoch=r["best_epoch"],
             best_success_rate=r["best_success_rate"],
             best_functions=from_json(r["best_functions_json"]),
-            settings=from_json(r["settings_json"], {}) or {}, error=from_json(r["error_json"]))
+            settings=from_json(r["settings_json"], {}) or {}, error=error, owner=owner)
     except ValueError as exc:
         raise unreadable(f"training {r['id']}", exc) from exc
 

@@ -19,7 +19,8 @@ How it works:
   settings, whatever stopped it (an error, Ctrl-C, SIGKILL): a done item is never run
   again and never counted twice. A conversation cut short by a kill left a `running`
   agent run behind; its item is pending, so it runs again, from the start.
-- A model server that cannot be reached (or refuses the key) stops the evaluation, which
+- A model server that cannot be reached, refuses the key or stops speaking the protocol
+  (`jobs.FATAL_LLM_CODES`) stops the evaluation (its problem stays pending), which
   stays resumable; a request the server refuses for one problem only (a context too long)
   counts as that problem unanswered.
 
@@ -52,6 +53,7 @@ from ..logs.evaluations import (
 from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
+from ..stopping import JobInterrupted
 from ..types import Limits
 from .checker import Checker, checker_version
 from .datasets import Dataset, OnError, Problem, file_sha256, load_dataset
@@ -63,6 +65,7 @@ from .jobs import (
     llm_from,
     llm_settings,
     opened_store,
+    stop_talking,
 )
 from .mathchat import (
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -248,8 +251,14 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
         options = {**record.settings.get("llm", {}), **(llm_options or {})}
         model_llm = llm_from(llm, model=model or record.model, base_url=base_url or record.base_url,
                              api_key=api_key, llm_options=options)
-        check_server(model_llm)
-        evaluations.set_status(record.id, JobStatus.RUNNING)
+        # Refused while another live process runs it: its items would be solved twice.
+        evaluations.claim(record.id)
+        try:
+            check_server(model_llm)
+        except RunnerError as exc:
+            evaluations.set_status(record.id, JobStatus.INTERRUPTED, error={
+                **error_dict(exc), "resume": f"runner math eval --resume {record.id}"})
+            raise
         record = evaluations.get(record.id)
         return _run(record, _Settings.from_record(record), model_llm, store,
                     concurrency=concurrency or int(record.settings.get("concurrency") or 1),
@@ -302,6 +311,8 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
                         and run.error.get("code") in FATAL_LLM_CODES:
                     raise Stop(run.error)
+                if stop.is_set() and run.status is not AgentStatus.ANSWERED:
+                    return  # stopped (Ctrl-C, an error elsewhere): the problem stays pending
                 verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
@@ -312,12 +323,23 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                     with report_lock:
                         listener.item_done(item, correct=verdict.equal)
 
-            status, error = _drive(work, pending, concurrency, stop)
-    except KeyboardInterrupt:
-        evaluations.set_status(record.id, JobStatus.INTERRUPTED,
-                               error={"code": "INTERRUPTED", "message": "stopped by the user",
-                                      "fix": f"runner math eval --resume {record.id}"})
-        raise
+            def interrupted() -> None:
+                # Before the threads are waited for: no request is sent any more, and the
+                # log says what happened even if the process is killed while they end.
+                stop.set()
+                stop_talking(llm)
+                _record_interrupted(evaluations, record.id)
+                listener.finished(evaluations.get(record.id))
+
+            status, error = _drive(work, pending, concurrency, stop, on_interrupt=interrupted)
+    except KeyboardInterrupt as exc:
+        stop.set()
+        stop_talking(llm)
+        if not isinstance(exc, JobInterrupted):
+            _record_interrupted(evaluations, record.id)
+        final = evaluations.get(record.id)
+        listener.finished(final)  # (again, if the interrupt came while the threads ran)
+        raise JobInterrupted(build_report(final, evaluations.summary(record.id))) from exc
     except RunnerError as exc:  # the sandbox or the checker could not be had
         status, error = JobStatus.INTERRUPTED, error_dict(exc)
     if error is not None:
@@ -328,15 +350,26 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     return build_report(final, evaluations.summary(record.id))
 
 
+def _record_interrupted(evaluations: EvaluationLog, evaluation_id: str) -> None:
+    resume = f"runner math eval --resume {evaluation_id}"
+    evaluations.set_status(evaluation_id, JobStatus.INTERRUPTED, error={
+        "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C); the problems that were "
+                                          "in progress are pending", "fix": resume,
+        "resume": resume})
+
+
 def _lost(run: AgentRun) -> bool:
     return run.status is AgentStatus.CRASHED and run.error is not None and \
         run.error.get("code") == RunLostError.code
 
 
 def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], concurrency: int,
-           stop: threading.Event) -> tuple[JobStatus, dict[str, Any] | None]:
+           stop: threading.Event, *, on_interrupt: Callable[[], None]
+           ) -> tuple[JobStatus, dict[str, Any] | None]:
     """Run `work` on every item on `concurrency` threads; stop taking new items at the first
-    error (the ones in progress finish). How it ended, and the error if any."""
+    error (the ones in progress finish). How it ended, and the error if any. Ctrl-C calls
+    `on_interrupt` at once (which stops the model's requests), then the threads are waited
+    for (a code block in progress ends within its time limit) and it is raised on."""
     error: dict[str, Any] | None = None
     queue = list(reversed(items))
     running: set[Future[None]] = set()
@@ -357,6 +390,7 @@ def _drive(work: Callable[[ItemRecord], None], items: Sequence[ItemRecord], conc
                         error = _failure_dict(failure)
         except BaseException:
             stop.set()  # Ctrl-C: the conversations in progress end, nothing new starts
+            on_interrupt()
             raise
     if error is not None or queue:
         return JobStatus.INTERRUPTED, error

@@ -19,8 +19,13 @@ from ..logs.store import LogStore
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
 
-# Errors of the model server that would fail every other problem too: stop, resumably.
-FATAL_LLM_CODES = frozenset({"LLM_UNAVAILABLE", "LLM_AUTHENTICATION"})
+# Errors of the model server that would fail every other problem too: stop, resumably (a
+# problem they cost stays pending; it is never counted as a wrong answer). Gone, refusing
+# the key, no longer speaking the protocol (an HTML page, no choices), or failing in a way
+# the client does not know; a request refused for one problem only (LLM_REQUEST: a context
+# too long) counts as that problem unanswered.
+FATAL_LLM_CODES = frozenset({"LLM_UNAVAILABLE", "LLM_AUTHENTICATION", "LLM_PROTOCOL",
+                             "LLM_ERROR"})
 
 
 class Stop(Exception):
@@ -71,6 +76,14 @@ def check_server(llm: ChatModel) -> None:
     check = getattr(llm, "check_server", None)
     if callable(check):
         check()
+
+
+def stop_talking(llm: ChatModel) -> None:
+    """Abandon the model's requests in flight and send no more, where the model can (an
+    HTTP client can; a scripted model has nothing in flight): a job that is stopping."""
+    stop = getattr(llm, "stop", None)
+    if callable(stop):
+        stop()
 
 
 def error_dict(exc: RunnerError) -> dict[str, Any]:

@@ -106,6 +106,9 @@ class EvaluationReport(BaseModel):
             "created_at": record.created_at.isoformat(),
             "finished_at": record.finished_at.isoformat() if record.finished_at else None,
             "error": record.error,
+            # how to go on with an evaluation that stopped early (None once it is finished)
+            "resume": None if str(record.status) == "finished" else
+            f"runner math eval --resume {record.id}",
         }
 
 

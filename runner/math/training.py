@@ -34,6 +34,8 @@ never installed per call; the sandbox never reaches the network.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -58,17 +60,18 @@ from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
 from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
+from ..stopping import JobInterrupted
 from ..types import Limits
 from .datasets import DATASETS, Dataset, file_sha256, load_dataset
 from .evaluation import ProgressListener, evaluate, resume_evaluation
 from .jobs import (
-    FATAL_LLM_CODES,
     Stop,
     check_server,
     error_dict,
     llm_from,
     llm_settings,
     opened_store,
+    stop_talking,
 )
 from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, load_functions
 from .report import EvaluationReport
@@ -196,17 +199,15 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
     if optimizer_chat is not agent_llm:
         check_server(optimizer_chat)
     out_path = str(Path(out).resolve()) if out is not None else None
-    if out_path is not None and not Path(out_path).parent.is_dir():
-        raise ConfigurationError(f"cannot save the trained set to {out}: its directory does "
-                                 "not exist", fix="create the directory, or pass another --out")
+    if out_path is not None:
+        _check_saveable(Path(out_path), shown=str(out))
     record = TrainingRecord(
         id=new_id(), dataset=loaded.name, split=loaded.split, dataset_path=str(loaded.path),
         dataset_sha256=file_sha256(loaded.path), method=method,
         model=getattr(agent_llm, "model", None), base_url=getattr(agent_llm, "base_url", None),
         optimizer_model=getattr(optimizer_chat, "model", None),
         optimizer_base_url=getattr(optimizer_chat, "base_url", None), backend=backend,
-        set_name=(set_name or (Path(out).stem if out is not None else "learned")).strip() or "learned",
-        out_path=out_path, epochs=epochs,
+        set_name="", out_path=out_path, epochs=epochs,
         settings={
             "sample": {"filters": {key: list(value) for key, value in loaded.filters.items()},
                        "available": len(loaded), "limit": limit, "seed": seed},
@@ -218,6 +219,9 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
             "llm": llm_settings(agent_llm), "optimizer_llm": llm_settings(optimizer_chat),
             "starting_functions": starting.to_dict() if starting is not None else None})
     with opened_store(log_store) as store:
+        record = record.model_copy(update={"set_name": _own_set_name(
+            TrainingLog(store), set_name,
+            default=(Path(out).stem if out is not None else "").strip() or "learned")})
         TrainingLog(store).create(record)
         working = FunctionSet(record.set_name, log_store=store)
         for spec in starting or ():
@@ -229,6 +233,46 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=False)
+
+
+def _check_saveable(target: Path, *, shown: str) -> None:
+    """The best set can be saved at `target` (as `FunctionSet.save` does it: a new file in
+    its directory, renamed over it), checked before anything runs rather than found out
+    after the first epoch."""
+    fix = "pass an --out in a directory you can write to"
+    if not target.parent.is_dir():
+        raise ConfigurationError(f"cannot save the trained set to {shown}: its directory does "
+                                 "not exist", fix="create the directory, or pass another --out")
+    if target.exists() and not target.is_file():
+        raise ConfigurationError(f"cannot save the trained set to {shown}: it is not a file",
+                                 fix=fix)
+    try:
+        probe, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot save the trained set to {shown}: no file can be "
+                                 f"written in {target.parent} ({exc.strerror or exc})",
+                                 fix=fix) from None
+    os.close(probe)
+    os.unlink(name)
+
+
+def _own_set_name(trainings: TrainingLog, asked: str | None, *, default: str) -> str:
+    """The trained set's name in the function history: one no other set has used, so that
+    two trainings never mix their versions. A name asked for must be free; the default one
+    (the --out file's name) gets -2, -3, ... when it is taken."""
+    if asked is not None and asked.strip():
+        name = asked.strip()
+        if trainings.set_name_taken(name):
+            raise TrainingError(
+                f"the function history already has a set named {name!r}; a training's set "
+                "needs a name of its own, or its versions would be mixed with that one's",
+                fix="choose another --set-name, or leave it out (a free one is chosen)")
+        return name
+    candidate, number = default, 1
+    while trainings.set_name_taken(candidate):
+        number += 1
+        candidate = f"{default}-{number}"
+    return candidate
 
 
 def resume_training(training_id: str, *, llm: ChatModel | None = None,
@@ -268,11 +312,17 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
             base_url=optimizer_base_url or record.optimizer_base_url,
             api_key=optimizer_api_key or api_key,
             llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
-        check_server(agent_llm)
-        check_server(optimizer_chat)
+        # Refused while another live process runs it: it would be trained twice at once.
+        log.claim(record.id)
+        try:
+            check_server(agent_llm)
+            check_server(optimizer_chat)
+        except RunnerError as exc:
+            log.set_status(record.id, JobStatus.INTERRUPTED, error={
+                **error_dict(exc), "resume": f"runner math train --resume {record.id}"})
+            raise
         if concurrency is not None:
             record = record.model_copy(update={"settings": {**settings, "concurrency": concurrency}})
-        log.set_status(record.id, JobStatus.RUNNING)
         record = record.model_copy(update={"status": JobStatus.RUNNING, "error": None})
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
@@ -322,11 +372,17 @@ class _Training:
                                                  or DEFAULT_HISTORY_TOKENS),
                               log=AgentLog(self.store)) as optimizer:
                 stop_reason = self._epochs(optimizer)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            stop_talking(self.llm)
+            stop_talking(self.optimizer_llm)
+            resume = f"runner math train --resume {self.record.id}"
             self.log.set_status(self.record.id, JobStatus.INTERRUPTED, error={
-                "code": "INTERRUPTED", "message": "stopped by the user",
-                "fix": f"runner math train --resume {self.record.id}"})
-            raise
+                "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C)", "fix": resume,
+                "resume": resume})
+            report = build_training_report(self.log, self.log.get(self.record.id))
+            if self.progress is not None:
+                self.progress.finished(report)
+            raise JobInterrupted(report) from exc
         except Stop as stop:
             status, error = JobStatus.INTERRUPTED, stop.error
         except RunnerError as exc:  # the sandbox, the checker or the log could not be had
@@ -398,8 +454,12 @@ class _Training:
         result = optimizer.step(conversations, statistics, current, start=working,
                                 actions_taken=len(taken), rolled_back=self._rolled_back(),
                                 max_actions=limit, on_run=recorded)
-        if result.error is not None and result.error.get("code") in FATAL_LLM_CODES:
-            raise Stop(result.error)  # the step stays open: a resume asks again
+        if result.error is not None:
+            # The optimizer could not be talked to (or its conversation failed): an error of
+            # the training, not a step that proposed nothing. The step stays open: a resume
+            # asks again.
+            raise Stop({**result.error, "message": f"epoch {epoch.epoch}'s optimizer step: "
+                                                   f"{result.error.get('message')}"})
         self.log.end_step(self.record.id, epoch.epoch, step_end=result.ended,
                           functions=working.to_dict())
 

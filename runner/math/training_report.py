@@ -101,6 +101,8 @@ class TrainingReport(BaseModel):
             "settings": record.settings, "created_at": record.created_at.isoformat(),
             "finished_at": record.finished_at.isoformat() if record.finished_at else None,
             "error": record.error,
+            "resume": None if str(record.status) == "finished" else
+            f"runner math train --resume {record.id}",
         }
 
 

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from ...errors import ConfigurationError, LogStoreError, NotFoundError, RunnerError
-from ..execution_text import format_duration
+from ..execution_text import format_duration, status_label
 from ..query import parse_time
 from ..store import LogStore
 from . import html
@@ -83,9 +83,26 @@ def _environment() -> jinja2.Environment:
         visible=html.visible, code=html.code_block, json_block=html.json_block,
         hits=html.hits, when=_when, duration=format_duration, kb=_kb, first_line=_first_line,
         to_json=lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr),
+        shown_status=status_label,
     )
+    env.globals["stop_words"] = STOP_WORDS
     return env
 
+
+# What an error code says to a reader of the "Stopped" row (the message and fix follow).
+STOP_WORDS = {
+    "INTERRUPTED": "interrupted",
+    "LLM_UNAVAILABLE": "the model server could not be reached",
+    "LLM_AUTHENTICATION": "the model server refused the key",
+    "LLM_PROTOCOL": "the model server stopped speaking the OpenAI protocol",
+    "LLM_REQUEST": "the model server refused the request",
+    "LLM_ERROR": "the model server failed",
+    "TOOLS_UNSUPPORTED": "the model server has no tool calls",
+    "CRASHED": "a failure inside runner",
+    "INTERNAL": "a failure inside runner",
+    "RUN_LOST": "the backend lost a run",
+    "JOB_RUNNING": "another process runs it",
+}
 
 TEMPLATES = Jinja2Templates(env=_environment())
 

@@ -25,6 +25,7 @@ from ..query import (
     SORT_COLUMNS,
     Cursor,
     ExecutionFilter,
+    Page,
     distinct_values,
     execution_links,
     list_executions,
@@ -33,6 +34,7 @@ from ..query import (
     replays_of,
     run_statuses,
 )
+from ..search import parse_search
 from ..store import LogStore
 from . import html
 from .common import page, param, render_page, time_param
@@ -44,13 +46,25 @@ def home(request: Request) -> Response:
     return RedirectResponse("/executions", 302)
 
 
+def _search(request: Request) -> tuple[str | None, str | None]:
+    """The page's search words, or (when they hold nothing to look for) why not: the page
+    says so above an empty list, rather than listing everything."""
+    query = param(request, "q")
+    try:
+        parse_search(query or "")
+    except ConfigurationError as exc:
+        return None, f"{exc.message}: {exc.fix}"
+    return query, None
+
+
 @page
 def executions(request: Request, store: LogStore) -> Response:
+    query, problem = _search(request)
     where = ExecutionFilter.of(
         status=param(request, "status"), backend=param(request, "backend"),
         source=param(request, "source"), function=param(request, "function"),
         since=time_param(request, "since"), until=time_param(request, "until"),
-        query=param(request, "q"), agent_run=param(request, "run"))
+        query=query, agent_run=param(request, "run"))
     sort = param(request, "sort") or "started"
     if sort not in SORT_COLUMNS:
         raise ConfigurationError(f"cannot sort by {sort!r}", fix="sort by " + ", ".join(SORT_COLUMNS))
@@ -60,13 +74,14 @@ def executions(request: Request, store: LogStore) -> Response:
     after_text = param(request, "after")
     after = Cursor.decode(after_text) if after_text else None
     size = request.app.state.page_size
-    result = store.read(lambda conn: list_executions(conn, where, sort=sort, limit=size,
-                                                     descending=order == "desc", after=after))
+    result = Page(items=[], next_cursor=None) if problem else store.read(
+        lambda conn: list_executions(conn, where, sort=sort, limit=size,
+                                     descending=order == "desc", after=after))
     choices = store.read(lambda conn: {column: distinct_values(conn, column)
                                        for column in ("backend", "source", "function")})
     return render_page(request, "executions.html", {
         "page": result, "where": where, "sort": sort, "order": order, "first_page": after is None,
-        "choices": choices, "statuses": [s.value for s in Status],
+        "choices": choices, "statuses": [s.value for s in Status], "search_problem": problem,
         "form": {key: request.query_params.get(key, "") for key in
                  ("q", "status", "backend", "source", "function", "since", "until", "run")},
     })
@@ -102,12 +117,12 @@ def runs(request: Request, store: LogStore) -> Response:
     after_text = param(request, "after")
     after = Cursor.decode(after_text) if after_text else None
     status = param(request, "status")
-    query = param(request, "q")
+    query, problem = _search(request)
     size = request.app.state.page_size
-    result = store.read(lambda conn: list_runs(conn, status=status, query=query, after=after,
-                                               limit=size))
+    result = Page(items=[], next_cursor=None) if problem else store.read(
+        lambda conn: list_runs(conn, status=status, query=query, after=after, limit=size))
     return render_page(request, "runs.html", {
-        "page": result, "first_page": after is None,
+        "page": result, "first_page": after is None, "search_problem": problem,
         "statuses": store.read(run_statuses),
         "form": {key: request.query_params.get(key, "") for key in ("q", "status")},
     })
