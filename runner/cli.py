@@ -19,6 +19,7 @@ from .cli_interrupt import ctrl_c
 from .cli_options import backend_options, count_option, limit, ray_options
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
+from .logs.execution_text import status_label
 from .stopping import RunInterrupted
 from .terminal import json_text
 from .terminal import status as status_text
@@ -98,7 +99,8 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
         printer.text(text, err=True)
         if result.error.traceback and result.error.message not in text:
             printer.text(result.error.message, err=True)
-    notes = [f"status {status_text(str(result.status), enabled=printer.colour(err=True))}",
+    status = status_label(result.status, result.error.type if result.error else None)
+    notes = [f"status {status_text(status, enabled=printer.colour(err=True))}",
              f"{result.duration_ms} ms", f"cpu {result.resources.cpu_ms} ms", f"id {result.id}"]
     if result.stdout_truncated or result.stderr_truncated:
         notes.append("output truncated")

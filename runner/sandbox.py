@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from types import TracebackType
@@ -97,10 +98,11 @@ class Sandbox:
         if self._closed:
             raise SandboxClosedError("this Sandbox is closed", fix="create a new Sandbox")
         run_id = execution_id or new_id()
+        started = time.monotonic()
         try:
             result = self._backend.run(request, run_id=run_id)
         except KeyboardInterrupt as exc:
-            stopped = interrupted_result(run_id, self.backend, request.limits)
+            stopped = interrupted_result(run_id, self.backend, request.limits, started)
             self.record(request, stopped, meta)
             raise RunInterrupted(stopped) from exc
         self.record(request, result, meta)

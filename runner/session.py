@@ -19,6 +19,7 @@ per thread (or plain `Sandbox.run`, which is parallel up to the pool size).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -80,11 +81,13 @@ class Session:
                     "more code")))
         else:
             request = request.model_copy(update={"limits": self.budget.limits_for(limits)})
+            started = time.monotonic()
             try:
                 result, fresh = self._backend_session.run(request, run_id=run_id)
             except KeyboardInterrupt as exc:
                 self.blocks += 1
-                stopped = interrupted_result(run_id, self._sandbox.backend, request.limits)
+                stopped = interrupted_result(run_id, self._sandbox.backend, request.limits,
+                                             started)
                 self._sandbox.record(request, stopped, block_meta)
                 raise RunInterrupted(stopped) from exc
             if fresh and self.blocks > 0:
@@ -137,10 +140,13 @@ def _check_session_limits(block: Limits, session: Limits) -> None:
                 "...)); a block may change only timeout_s, cpu_s and max_output_bytes")
 
 
-def interrupted_result(run_id: str, backend: str, limits: Limits) -> ExecutionResult:
-    """What the log keeps for a run the caller stopped with Ctrl-C while it ran."""
+def interrupted_result(run_id: str, backend: str, limits: Limits, started: float
+                       ) -> ExecutionResult:
+    """What the log keeps for a run the caller stopped with Ctrl-C while it ran (since
+    `started`, a time.monotonic())."""
     return ExecutionResult(
         id=run_id, backend=backend, status=Status.CRASHED, limits=limits,
+        duration_ms=round((time.monotonic() - started) * 1000),
         error=ErrorInfo(type=error_types.INTERRUPTED, message=(
             "the caller was interrupted (Ctrl-C) while this ran; its output and result were "
             "not collected")))

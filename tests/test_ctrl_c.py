@@ -130,4 +130,16 @@ def test_ctrl_c_on_exec_json_prints_the_interrupted_run(tmp_path):
     assert code == 130 and took < GENEROUS_S, err
     result = json.loads(out)
     assert result["status"] == "crashed" and result["error"]["type"] == "Interrupted"
+    assert result["duration_ms"] >= 500  # how long it ran before Ctrl-C, not 0
     assert f"logged as {result['id']}" in err
+
+
+def test_ctrl_c_on_exec_says_interrupted_with_how_long_it_ran(tmp_path):
+    run = start(["exec", "-", "--timeout", "20"], tmp_path / "home",
+                stdin="print('started', flush=True)\nwhile True:\n    pass\n")
+    time.sleep(2)
+    code, out, err, took = ctrl_c(run)
+    assert code == 130 and took < GENEROUS_S, err
+    summary = next(line for line in err.splitlines() if line.startswith("-- status"))
+    assert summary.startswith("-- status interrupted · "), summary
+    assert int(summary.split(" · ")[1].removesuffix(" ms")) >= 500, summary

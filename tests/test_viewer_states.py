@@ -5,6 +5,7 @@ stop is said with its fix and how to go on, not as an exception's text alone."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def test_the_viewer_shows_each_state_as_it_is(tmp_path: Path):
             "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C)", "fix": resume,
             "resume": resume})
         request, _ = make_pair()
-        stopped = interrupted_result(new_id(), "restricted", request.limits)
+        stopped = interrupted_result(new_id(), "restricted", request.limits, time.monotonic() - 1.5)
         store.record_execution(request, stopped)
         crashed = AgentRun(id=new_id(), task="t", protocol="code", status=AgentStatus.CRASHED,
                            stop_reason="the orchestrator failed: ValueError: boom",
