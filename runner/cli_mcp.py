@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from .backends.registry import backend_names
-from .cli_options import backend_options, limit, ray_options
+from .cli_options import backend_options, limit, number, ray_options
 from .errors import ConfigurationError
 from .types import Limits
 
@@ -21,7 +21,7 @@ from .types import Limits
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="With --http: the address to listen on. Anything but loopback requires a "
                    "token (printed once, to standard error).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+@click.option("--port", type=number(0, 65535, integer=True), default=8000, show_default=True,
               help="With --http: the port (0 picks a free one).")
 @click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
               help="A function-set file whose functions list_functions and call_function offer.")
