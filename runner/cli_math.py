@@ -106,20 +106,26 @@ def math_group() -> None:
                    'verdict per line, in order.')
 @click.option("--decimal", "allow_decimal", is_flag=True,
               help="The problem asked for a decimal: a decimal agreeing to its digits counts.")
+@click.option("--output", "whole_output", is_flag=True,
+              help="Each candidate is a model's whole output: its answer is read first, as "
+                   "`extract --fallback` reads it (no answer found: not equal).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1, max=600), default=5.0,
               show_default=True, help="Seconds for one symbolic comparison.")
 @click.option("--workers", type=click.IntRange(min=1, max=64),
               help="Checker processes (default: the CPU count, at most 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check_command(gold: str | None, candidate: str | None, pairs_path: str | None,
-                  allow_decimal: bool, timeout_s: float, workers: int | None,
-                  as_json: bool) -> None:
+                  allow_decimal: bool, whole_output: bool, timeout_s: float,
+                  workers: int | None, as_json: bool) -> None:
     """Is CANDIDATE the same answer as GOLD? Exit 0 if so, 1 if not.
 
     Answers are LaTeX or plain text, e.g. runner math check '\\frac{1}{4}' 0.25.
     A leading minus is fine: runner math check -5 -5.
     """
-    from .math import Checker
+    from .math import Checker, extract_answer
+
+    def answer(text: str | None) -> str | None:
+        return extract_answer(text, fallback=True) if whole_output and text else text
 
     if pairs_path is not None:
         if gold is not None or candidate is not None:
@@ -128,7 +134,7 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
         pairs = [line for line, _ in lines]
         with Checker(workers=workers, timeout_s=timeout_s) as checker:
             verdicts = checker.check_many(
-                [(pair.gold, pair.candidate) for pair in pairs],
+                [(pair.gold, answer(pair.candidate)) for pair in pairs],
                 allow_decimal=[allow_decimal or pair.allow_decimal for pair in pairs])
         for (_, identifier), verdict in zip(lines, verdicts, strict=True):
             _emit(verdict.model_dump(mode="json"), identifier)
@@ -136,7 +142,7 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
     if gold is None or candidate is None:
         raise click.UsageError("give GOLD and CANDIDATE (or --pairs FILE)")
     with Checker(workers=1, timeout_s=timeout_s) as checker:
-        verdict = checker.check(gold, candidate, allow_decimal=allow_decimal)
+        verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal)
     if as_json:
         click.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
     else:
@@ -150,7 +156,8 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
 @math_group.command("extract")
 @click.argument("source", metavar="[FILE|-]", default="-")
 @click.option("--fallback", is_flag=True,
-              help='Without a box, also read "the answer is X", "Answer: X" and "#### X".')
+              help="Read whole outputs: an answer split over boxes, a final statement after "
+                   'the last box, "the answer is X", "Answer: X", "#### X", prose with no box.')
 def extract_command(source: str, fallback: bool) -> None:
     """Final answers of replies: JSONL {"reply"} in, JSONL {"answer"} out (null if none).
 
