@@ -39,6 +39,7 @@ class _PairLine(BaseModel):
     gold: str
     candidate: str | None
     allow_decimal: bool = False
+    printed: bool = False
 
 
 class _ReplyLine(BaseModel):
@@ -102,20 +103,24 @@ def math_group() -> None:
 @click.argument("gold", required=False)
 @click.argument("candidate", required=False)
 @click.option("--pairs", "pairs_path", metavar="FILE|-",
-              help='JSONL of {"gold", "candidate"[, "allow_decimal", "id"]}; writes one JSON '
-                   'verdict per line, in order.')
+              help='JSONL of {"gold", "candidate"[, "allow_decimal", "printed", "id"]}; writes '
+                   'one JSON verdict per line, in order.')
 @click.option("--decimal", "allow_decimal", is_flag=True,
               help="The problem asked for a decimal: a decimal agreeing to its digits counts.")
 @click.option("--output", "whole_output", is_flag=True,
               help="Each candidate is a model's whole output: its answer is read first, as "
                    "`extract --fallback` reads it (no answer found: not equal).")
+@click.option("--printed", is_flag=True,
+              help="Each candidate is what a program printed (Program of Thoughts): read as "
+                   "Python's or sympy's output, so [2, 3] are the solutions and I is the "
+                   "imaginary unit.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1, max=600), default=5.0,
               show_default=True, help="Seconds for one symbolic comparison.")
 @click.option("--workers", type=click.IntRange(min=1, max=64),
               help="Checker processes (default: the CPU count, at most 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check_command(gold: str | None, candidate: str | None, pairs_path: str | None,
-                  allow_decimal: bool, whole_output: bool, timeout_s: float,
+                  allow_decimal: bool, whole_output: bool, printed: bool, timeout_s: float,
                   workers: int | None, as_json: bool) -> None:
     """Is CANDIDATE the same answer as GOLD? Exit 0 if so, 1 if not.
 
@@ -135,14 +140,16 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
         with Checker(workers=workers, timeout_s=timeout_s) as checker:
             verdicts = checker.check_many(
                 [(pair.gold, answer(pair.candidate)) for pair in pairs],
-                allow_decimal=[allow_decimal or pair.allow_decimal for pair in pairs])
+                allow_decimal=[allow_decimal or pair.allow_decimal for pair in pairs],
+                printed=[printed or pair.printed for pair in pairs])
         for (_, identifier), verdict in zip(lines, verdicts, strict=True):
             _emit(verdict.model_dump(mode="json"), identifier)
         return
     if gold is None or candidate is None:
         raise click.UsageError("give GOLD and CANDIDATE (or --pairs FILE)")
     with Checker(workers=1, timeout_s=timeout_s) as checker:
-        verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal)
+        verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal,
+                                printed=printed)
     if as_json:
         click.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
     else:

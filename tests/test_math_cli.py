@@ -88,6 +88,11 @@ def test_check_output_reads_the_answer_of_a_whole_output(home):
     assert none.returncode == 1 and "(empty)" in none.stdout
 
 
+def test_check_printed_reads_a_programs_output(home):
+    assert run_cli(["math", "check", "2, 3", "[2, 3]", "--printed"], home=home).returncode == 0
+    assert run_cli(["math", "check", "2, 3", "[2, 3]"], home=home).returncode == 1  # an interval
+
+
 def test_check_pairs_bad_line_is_named(home, tmp_path):
     path = tmp_path / "pairs.jsonl"
     path.write_text('{"gold": "1", "candidate": "1"}\n{"gold": "1"}\n', encoding="utf-8")

@@ -11,7 +11,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
 1. `empty` / `too_long`: no candidate, or an answer over `MAX_ANSWER_CHARS` (then only an
    exact string match counts), except an integer written out, of up to
    `MAX_INTEGER_DIGITS` digits (a program's print of `10**100000`), which is read as one.
-2. Both answers are normalised (`runner.math.normalize`). A gold answer stating
+2. Both answers are normalised (`runner.math.normalize`); with `printed=True` the candidate
+   is a program's printed output, read as Python's or sympy's forms (`[2, 3]` the
+   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`). A gold answer stating
    alternatives (`\\frac23 \\approx 0.67`) matches when any alternative does. A candidate's
    alternatives must state one value (`hedge` otherwise): `\\frac13 \\approx 0.33` and
    `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
@@ -136,6 +138,7 @@ class Verdict(BaseModel):
     gold_parsed: str | None = None  # what the symbolic checker read, when it ran
     candidate_parsed: str | None = None
     allow_decimal: bool = False
+    printed: bool = False  # the candidate was read as a program's printed output
     checker_version: str
 
 
@@ -190,36 +193,38 @@ class Checker:
 
     # -- public ---------------------------------------------------------------------------------
 
-    def check(self, gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
-        """The verdict on one pair (never raises for any answer text)."""
-        decided = self._decide(gold, candidate, allow_decimal)
-        if isinstance(decided, Verdict):
-            return decided
-        return self._symbolic(decided, allow_decimal)
+    def check(self, gold: str, candidate: str | None, *, allow_decimal: bool = False,
+              printed: bool = False) -> Verdict:
+        """The verdict on one pair (never raises for any answer text). `printed=True` when
+        a program printed the candidate (Program of Thoughts): it is read as Python's or
+        sympy's output (`[2, 3]` are the solutions, `I` the imaginary unit)."""
+        decided = self._decide(gold, candidate, allow_decimal, printed)
+        verdict = decided if isinstance(decided, Verdict) else self._symbolic(decided, allow_decimal)
+        return verdict.model_copy(update={"printed": True}) if printed else verdict
 
     def is_equivalent(self, gold: str, candidate: str | None, *,
-                      allow_decimal: bool = False) -> bool:
-        return self.check(gold, candidate, allow_decimal=allow_decimal).equal
+                      allow_decimal: bool = False, printed: bool = False) -> bool:
+        return self.check(gold, candidate, allow_decimal=allow_decimal, printed=printed).equal
 
     def check_many(self, pairs: Iterable[tuple[str, str | None]], *,
-                   allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+                   allow_decimal: bool | Sequence[bool] = False,
+                   printed: bool | Sequence[bool] = False) -> list[Verdict]:
         """Verdicts for many pairs, in order. Pairs that need the symbolic checker run on
         all workers at once; repeated pairs are decided once."""
         items = list(pairs)
-        flags = [allow_decimal] * len(items) if isinstance(allow_decimal, bool) \
-            else list(allow_decimal)
-        if len(flags) != len(items):
-            raise ValueError("allow_decimal must be one flag or one per pair")
+        flags = _flags("allow_decimal", allow_decimal, len(items))
+        printed_flags = _flags("printed", printed, len(items))
         results: list[Verdict | None] = [None] * len(items)
-        pending: dict[tuple[str, str | None, bool], list[int]] = {}
-        for index, ((gold, candidate), flag) in enumerate(zip(items, flags, strict=True)):
-            pending.setdefault((gold, candidate, flag), []).append(index)
+        pending: dict[tuple[str, str | None, bool, bool], list[int]] = {}
+        for index, ((gold, candidate), flag, from_print) in enumerate(
+                zip(items, flags, printed_flags, strict=True)):
+            pending.setdefault((gold, candidate, flag, from_print), []).append(index)
         slow: list[tuple[bool, _Plan, list[int]]] = []
-        for (gold, candidate, flag), indexes in pending.items():
-            decided = self._decide(gold, candidate, flag)
+        for (gold, candidate, flag, from_print), indexes in pending.items():
+            decided = self._decide(gold, candidate, flag, from_print)
             if isinstance(decided, Verdict):
                 for index in indexes:
-                    results[index] = decided
+                    results[index] = _marked(decided, from_print)
             else:
                 slow.append((flag, decided, indexes))
         if slow:
@@ -228,7 +233,7 @@ class Checker:
                 verdicts = executor.map(lambda job: self._symbolic(job[1], job[0]), slow)
                 for (_, _, indexes), verdict in zip(slow, verdicts, strict=True):
                     for index in indexes:
-                        results[index] = verdict
+                        results[index] = _marked(verdict, printed_flags[index])
         return [verdict for verdict in results if verdict is not None]
 
     def close(self) -> None:
@@ -248,8 +253,8 @@ class Checker:
                        allow_decimal=allow_decimal, checker_version=self.version,
                        **extra)  # type: ignore[arg-type]
 
-    def _decide(self, gold: str, candidate: str | None,
-                allow_decimal: bool) -> Verdict | _Plan:
+    def _decide(self, gold: str, candidate: str | None, allow_decimal: bool,
+                printed: bool = False) -> Verdict | _Plan:
         """A verdict from the text rules, or what the symbolic step must still do."""
         if candidate is None or not candidate.strip():
             return self._verdict(False, "empty", "there is no candidate answer",
@@ -265,7 +270,8 @@ class Checker:
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
         try:
             gold_forms = long_forms[0] or normalize_answer(gold)
-            candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True)
+            candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
+                                                                printed=printed)
         except Exception as exc:
             return self._verdict(False, "error", f"normalisation failed: {type(exc).__name__}",
                                  gold[:200], candidate[:200], allow_decimal, failed=True)
@@ -418,6 +424,17 @@ class Checker:
                              candidate_parsed=outcome.candidate_parsed)
 
 
+def _marked(verdict: Verdict, printed: bool) -> Verdict:
+    return verdict.model_copy(update={"printed": True}) if printed else verdict
+
+
+def _flags(name: str, value: bool | Sequence[bool], count: int) -> list[bool]:
+    flags = [value] * count if isinstance(value, bool) else list(value)
+    if len(flags) != count:
+        raise ValueError(f"{name} must be one flag or one per pair")
+    return flags
+
+
 _LONG_INTEGER = re.compile(r"\s*(-?\d+)\s*")
 
 
@@ -542,20 +559,26 @@ def _default_checker() -> Checker:
         return _shared
 
 
-def check(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
-    """The verdict on `candidate` against `gold`, with the reason (see `Verdict`)."""
-    return _default_checker().check(gold, candidate, allow_decimal=allow_decimal)
+def check(gold: str, candidate: str | None, *, allow_decimal: bool = False,
+          printed: bool = False) -> Verdict:
+    """The verdict on `candidate` against `gold`, with the reason (see `Verdict`);
+    `printed=True` when a program printed the candidate (see `Checker.check`)."""
+    return _default_checker().check(gold, candidate, allow_decimal=allow_decimal,
+                                    printed=printed)
 
 
-def is_equivalent(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> bool:
+def is_equivalent(gold: str, candidate: str | None, *, allow_decimal: bool = False,
+                  printed: bool = False) -> bool:
     """Whether `candidate` is the same answer as `gold`. Never raises for any answer text.
 
     `allow_decimal=True` when the problem asked for a decimal or rounded answer: then a
-    decimal that states the exact value to its own digits counts (`0.333` for 1/3)."""
-    return check(gold, candidate, allow_decimal=allow_decimal).equal
+    decimal that states the exact value to its own digits counts (`0.333` for 1/3).
+    `printed=True` when a program printed the candidate (`[2, 3]` is then the solutions)."""
+    return check(gold, candidate, allow_decimal=allow_decimal, printed=printed).equal
 
 
 def check_many(pairs: Iterable[tuple[str, str | None]], *,
-               allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+               allow_decimal: bool | Sequence[bool] = False,
+               printed: bool | Sequence[bool] = False) -> list[Verdict]:
     """Verdicts for many (gold, candidate) pairs, in order, using all checker workers."""
-    return _default_checker().check_many(pairs, allow_decimal=allow_decimal)
+    return _default_checker().check_many(pairs, allow_decimal=allow_decimal, printed=printed)

@@ -302,7 +302,8 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                 if run.status is AgentStatus.LLM_ERROR and run.error is not None \
                         and run.error.get("code") in FATAL_LLM_CODES:
                     raise Stop(run.error)
-                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
+                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker,
+                                       method=settings.method)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
                     answer=run.final_answer, correct=verdict.equal,

@@ -234,12 +234,15 @@ def solution_from_run(run: AgentRun, *, method: str, problem: str, gold: str | N
                     verdict=verdict, run=run)
 
 
-def judge_answer(problem: str, gold: str, answer: str | None, checker: Checker | None = None) -> Verdict:
-    """The checker's verdict on `answer`, decimals allowed when the problem asks for one."""
+def judge_answer(problem: str, gold: str, answer: str | None, checker: Checker | None = None,
+                 *, method: str = "mathchat") -> Verdict:
+    """The checker's verdict on `answer`, decimals allowed when the problem asks for one; a
+    `pot` answer is what the program printed, read as Python's or sympy's output."""
     allow_decimal = asks_for_decimal(problem)
+    printed = method == "pot"
     if checker is not None:
-        return checker.check(gold, answer, allow_decimal=allow_decimal)
-    return check(gold, answer, allow_decimal=allow_decimal)
+        return checker.check(gold, answer, allow_decimal=allow_decimal, printed=printed)
+    return check(gold, answer, allow_decimal=allow_decimal, printed=printed)
 
 
 def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | None = None,
@@ -276,5 +279,6 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
     finally:
         if owns_sandbox:
             box.close()
-    verdict = judge_answer(text, gold, run.final_answer, checker) if gold is not None else None
+    verdict = judge_answer(text, gold, run.final_answer, checker, method=method) \
+        if gold is not None else None
     return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict)

@@ -8,6 +8,9 @@ a time of day). Several forms come back when the answer states alternatives, e.g
 
 What is normalised, in order:
 - math delimiters (`$...$`, `\\(...\\)`, `\\[...\\]`) and a whole-answer `\\boxed{}`;
+- Python's and sympy's printed forms (`sqrt(3)/2`, `x**2`, `Interval.open(-oo, 3)`,
+  `Matrix([[1], [2]])`; with `printed=True` also a list `[2, 3]`, the solutions, and a bare
+  `I`) -> LaTeX, parsed and never evaluated (`runner.math.printed`);
 - `\\mathrm{e}` and `\\mathrm{i}` -> `e` and `i` (Euler's number, the imaginary unit);
 - `\\dfrac`/`\\tfrac` -> `\\frac`, `\\dbinom`/`\\tbinom` -> `\\binom`, `\\left`/`\\right`/`\\big`
   sizes, `\\displaystyle`; `\\mbox`, `\\textbf`, `\\mathrm`, ... -> `\\text`;
@@ -41,6 +44,7 @@ from fractions import Fraction
 
 from ..agent.boxed import closing_brace
 from .numerals import numeral
+from .printed import looks_printed, printed_latex
 
 __all__ = ["MAX_ANSWER_CHARS", "Normalized", "normalize_answer", "text_key", "unit_word"]
 
@@ -267,44 +271,10 @@ def _comma_number(text: str) -> str:
     return _BRACED_COMMA_NUMBER.sub(lambda match: match.group(0).replace(",", ""), text)
 
 
-_PY_POWER = re.compile(r"\*\*\s*(\([^()]*\)|-?[A-Za-z0-9.]+)")
-_PY_WORDS = re.compile(r"(?<![A-Za-z\\])(pi|oo|I)(?![A-Za-z])")
-_PY_WORD_LATEX = {"pi": "\\pi", "oo": "\\infty", "I": "i"}
-
-
-def _python_forms(text: str) -> str:
-    """Answers printed by Python or sympy (`sqrt(3)/2`, `2*pi`, `x**2`, `oo`, `I`) as LaTeX.
-
-    Only for text without a backslash: LaTeX answers are left alone. `a**b**c` becomes a
-    double superscript, which is then unparseable rather than misread."""
-    if "\\" in text or not re.search(r"\*|sqrt\(|\bpi\b|\boo\b", text):
-        return text
-    text = _PY_POWER.sub(r"^{\1}", text)
-    text = _PY_WORDS.sub(lambda match: match.group(0) if match.group(1) == "I" and "*" not in text
-                         else _PY_WORD_LATEX[match.group(1)], text)
-    out: list[str] = []
-    position = 0
-    while True:
-        start = text.find("sqrt(", position)
-        if start < 0 or (start > 0 and text[start - 1].isalpha()):
-            out.append(text[position:])
-            break
-        depth, index = 0, start + 4
-        while index < len(text):
-            depth += {"(": 1, ")": -1}.get(text[index], 0)
-            if depth == 0:
-                break
-            index += 1
-        if index >= len(text):
-            out.append(text[position:])
-            break
-        out.append(text[position:start] + "\\sqrt{" + text[start + 5:index] + "}")
-        position = index + 1
-    return "".join(out)
-
-
-def _cleanup(text: str) -> str:
-    text = _python_forms(_strip_wrappers(text))
+def _cleanup(text: str, *, printed: bool = False) -> str:
+    text = _strip_wrappers(text)
+    if printed or looks_printed(text):
+        text = printed_latex(text) or text
     text = _UPRIGHT_CONSTANT.sub(r"\1", text)
     text = _FRAC_STYLE.sub(r"\\frac", text)
     text = _BINOM_STYLE.sub(r"\\binom", text)
@@ -525,10 +495,14 @@ def _one(text: str) -> Normalized:
                       numeral=numeral(core), hedge=hedge)
 
 
-def normalize_answer(text: str, *, candidate: bool = False) -> list[Normalized]:
+def normalize_answer(text: str, *, candidate: bool = False,
+                     printed: bool = False) -> list[Normalized]:
     """The normalised forms of one answer (see the module docstring); at least one.
 
     `candidate=True` for a model's answer: of a numeric `a = b` chain only the last piece
-    counts (a gold answer's pieces are all accepted forms)."""
-    cleaned = _cleanup(text)
+    counts (a gold answer's pieces are all accepted forms). `printed=True` when a program
+    printed the answer (Program of Thoughts): it is read as Python's or sympy's output
+    (`[2, 3]` the solutions, `I` the imaginary unit; `runner.math.printed`), which text
+    that only Python writes (`sqrt(3)/2`, `x**2`) is anyway."""
+    cleaned = _cleanup(text, printed=printed)
     return [_one(part) for part in _alternatives(cleaned, candidate=candidate)]
