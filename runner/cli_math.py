@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 import click
@@ -207,6 +207,16 @@ def data_command(force: bool, as_json: bool) -> None:
 
 _METHOD_HELP = ("mathchat: reasoning with Python blocks in one session; pot: one program whose "
                 "output is the answer; vanilla: no code, the answer in \\boxed{}.")
+_VARIANT_HELP = ("MathChat's variant: default or python (the paper's and AutoGen's prompt of that "
+                 "name and the user proxy agent's rules), guided (this project's code-block agent "
+                 "with error codes); two_tools needs Wolfram Alpha, which cannot be reached here.")
+
+
+def _variant_option(function: Any) -> Any:
+    from .math.mathchat import DEFAULT_VARIANT, VARIANTS
+
+    return click.option("--variant", type=click.Choice(VARIANTS), default=DEFAULT_VARIANT,
+                        show_default=True, help=_VARIANT_HELP)(function)
 
 
 def _model_options(function: Any) -> Any:
@@ -238,17 +248,18 @@ def _solve_options(function: Any) -> Any:
     from .backends.registry import backend_names
     from .math.mathchat import METHODS
 
-    options = [
+    options: list[Callable[[Any], Any]] = [
         click.option("--method", type=click.Choice(METHODS), default="mathchat",
                      show_default=True, help=_METHOD_HELP),
+        _variant_option,
         click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
                      help="Learned functions (a function-set JSON file), defined in the session "
                           "and offered as tool calls."),
         click.option("--backend", type=click.Choice(backend_names()), default="restricted",
                      show_default=True, help="Isolation tier."),
         click.option("--max-turns", type=click.IntRange(min=1, max=200),
-                     help="Model messages per problem at most (default: 15 for mathchat, 1 for "
-                          "pot and vanilla)."),
+                     help="Model messages per problem at most (default: 16 for mathchat, 15 for "
+                          "its guided variant, 1 for pot and vanilla)."),
         click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
                      help="Wall-clock limit of each code block in seconds (default 10)."),
         click.option("--native-tools/--no-native-tools", default=True, show_default=True,
@@ -258,6 +269,11 @@ def _solve_options(function: Any) -> Any:
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def _variant(method: str, variant: str) -> str | None:
+    """The variant to pass on: MathChat's, none for the baselines (whose --variant is moot)."""
+    return variant if method == "mathchat" else None
 
 
 def _llm_options(temperature: float | None, max_tokens: int | None, llm_timeout: float,
@@ -285,7 +301,8 @@ def _show_turn(turn: Any) -> None:
 @_model_options
 @click.option("--gold", help="The right answer: the solution is checked against it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the solution as one JSON object.")
-def solve_command(problem: str, method: str, functions_path: str | None, backend: str,
+def solve_command(problem: str, method: str, variant: str, functions_path: str | None,
+                  backend: str,
                   max_turns: int | None, timeout_s: float | None, native_tools: bool,
                   model: str | None, base_url: str | None, api_key: str | None,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
@@ -299,7 +316,8 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
 
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
                      **_llm_options(temperature, max_tokens, llm_timeout, retries))
-    solution = solve(problem, llm=llm, method=method, functions=functions_path, backend=backend,
+    solution = solve(problem, llm=llm, method=method, variant=_variant(method, variant),
+                     functions=functions_path, backend=backend,
                      max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
                      native_tools=native_tools, gold=gold, on_turn=None if as_json else _show_turn)
     if as_json:
@@ -390,7 +408,7 @@ def _print_report(report: Any, as_json: bool) -> None:
         click.echo(f"runner: then continue with: runner math eval --resume {report.id}", err=True)
 
 
-_RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method",
+_RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method", "variant",
                  "functions_path", "backend", "max_turns", "timeout_s", "native_tools",
                  "on_bad_line", "temperature", "max_tokens")
 
@@ -421,8 +439,9 @@ _RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method
 @click.pass_context
 def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
                  types: tuple[str, ...], levels: tuple[str, ...], limit: int | None,
-                 seed: int | None, concurrency: int, method: str, functions_path: str | None,
-                 backend: str, max_turns: int | None, timeout_s: float | None,
+                 seed: int | None, concurrency: int, method: str, variant: str,
+                 functions_path: str | None, backend: str, max_turns: int | None,
+                 timeout_s: float | None,
                  native_tools: bool, model: str | None, base_url: str | None,
                  api_key: str | None, temperature: float | None, max_tokens: int | None,
                  llm_timeout: float, retries: int, on_bad_line: str, resume_id: str | None,
@@ -459,7 +478,8 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
             dataset, model=model or None, base_url=base_url or None, api_key=api_key or None,
             llm_options=_llm_options(temperature, max_tokens, llm_timeout, retries),
             split=split, types=types or None, levels=levels or None, limit=limit, seed=seed,
-            method=method, functions=functions_path, backend=backend, concurrency=concurrency,
+            method=method, variant=_variant(method, variant), functions=functions_path,
+            backend=backend, concurrency=concurrency,
             max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
             native_tools=native_tools, on_bad_line="skip" if on_bad_line == "skip" else "stop",
             progress=progress)
@@ -630,10 +650,12 @@ class _TrainingProgress:
               help="The starting function set (default: none).")
 @click.option("--method", type=click.Choice(["mathchat", "pot"]), default="mathchat",
               show_default=True, help="How the agent solves problems.")
+@_variant_option
 @click.option("--backend", type=click.Choice(_backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
 @click.option("--max-turns", type=click.IntRange(min=1, max=200),
-              help="Model messages per problem at most (default 15 for mathchat).")
+              help="Model messages per problem at most (default 16 for mathchat, 15 for its "
+                   "guided variant).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.001, max=3600),
               help="Wall-clock limit of each code block in seconds (default 10).")
 @click.option("--native-tools/--no-native-tools", default=True, show_default=True,
@@ -671,8 +693,9 @@ class _TrainingProgress:
 @click.pass_context
 def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
                      levels: tuple[str, ...], limit: int | None, seed: int | None, epochs: int,
-                     concurrency: int, functions_path: str | None, method: str, backend: str,
-                     max_turns: int | None, timeout_s: float | None, native_tools: bool,
+                     concurrency: int, functions_path: str | None, method: str, variant: str,
+                     backend: str, max_turns: int | None, timeout_s: float | None,
+                     native_tools: bool,
                      model: str | None, base_url: str | None, api_key: str | None,
                      temperature: float | None, max_tokens: int | None, llm_timeout: float,
                      retries: int, optimizer_model: str | None, optimizer_base_url: str | None,
@@ -725,7 +748,8 @@ def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
             optimizer_base_url=optimizer_base_url or None,
             optimizer_api_key=optimizer_api_key or None, optimizer_llm_options=optimizer_options,
             types=types or None, levels=levels or None, limit=limit, seed=seed, epochs=epochs,
-            functions=functions_path, method=method, backend=backend, concurrency=concurrency,
+            functions=functions_path, method=method, variant=_variant(method, variant),
+            backend=backend, concurrency=concurrency,
             max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
             native_tools=native_tools, max_actions=max_actions, max_tries=max_tries,
             patience=patience, show_rolled_back=show_rolled_back, history_tokens=history_tokens,

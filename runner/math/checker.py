@@ -176,7 +176,8 @@ class Checker:
 
     `workers`: processes for the symbolic step (default: the CPU count, at most 4);
     `timeout_s`: the limit for one symbolic comparison, enforced by killing the process;
-    `memory_mb`: each process's address-space limit. Use as a context manager, or call
+    `memory_mb`: each process's address space beyond what it is forked with (a forked
+    process starts with its parent's mappings). Use as a context manager, or call
     `close()`; the module-level functions share one lazily created Checker.
     """
 

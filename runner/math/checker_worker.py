@@ -360,10 +360,21 @@ def warm(forms: tuple[str, ...]) -> None:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def _address_space() -> int:
+    """This process's address space in bytes (0 when it cannot be read)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def initialize(memory_mb: int) -> None:
     """Set up a fresh checker process before its first request."""
     if memory_mb > 0:
-        limit = memory_mb * 1024 * 1024
+        # A forked worker starts with its parent's mappings (a busy host has gigabytes of
+        # thread stacks and arenas mapped): the limit is `memory_mb` beyond them.
+        limit = max(memory_mb * 1024 * 1024, _address_space() + memory_mb * 1024 * 1024)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _on_alarm)
     sys.set_int_max_str_digits(MAX_INTEGER_DIGITS + 10)
