@@ -134,6 +134,17 @@ def test_invalid_replies_are_counted_as_autogen_counts_them(model, sandbox):
     assert told(model, 6).startswith("Error: ")
 
 
+def test_a_reply_cut_at_the_token_limit_is_read_like_any_other(model, sandbox):
+    cut_block = {"content": "Let me compute.\n```python\nprint(2 +", "finish_reason": "length"}
+    cut_after = {"content": block("print(2 + 3)") + "\nNow the answer is \\boxed{",
+                 "finish_reason": "length"}
+    solution = run(model, sandbox, cut_block, cut_after, "\\boxed{5}")
+    assert told(model, 0) == CONTINUE  # an open block is no query
+    assert told(model, 1) == "5"  # the closed block ran; the open box is no answer
+    assert solution.correct is True
+    assert all(turn.feedback_codes == [] for turn in solution.run.turns)  # no TRUNCATED_REPLY
+
+
 def test_a_box_with_code_is_not_the_answer(model, sandbox):
     solution = run(model, sandbox, block("print(2 + 3)") + "\nSo \\boxed{6}.", "\\boxed{5}")
     assert solution.answer == "5" and solution.turns == 2

@@ -21,7 +21,8 @@ says how it ended:
   process that ended without finishing the run.
 
 A reply cut off at the model's token limit (`finish_reason: length`) is incomplete: none
-of it is carried out, and the model is told so (TRUNCATED_REPLY). What is sent each turn
+of it is carried out, and the model is told so (TRUNCATED_REPLY), unless the protocol reads
+cut replies by its own rules (`reads_cut_replies`, as MathChat's user proxy does). What is sent each turn
 stays within `max_context_chars` (`runner.agent.context`): older long replies and outputs
 are cut in the messages sent, never in the log.
 
@@ -236,7 +237,7 @@ class _Conversation:
         partial.reply = reply
 
         step = partial.step
-        if reply.finish_reason == "length":
+        if reply.finish_reason == "length" and not self.protocol.reads_cut_replies:
             parsed = ParsedReply()
             stop = self._truncated(reply, step)
         else:

@@ -16,7 +16,7 @@ and rules here are those of AG2 0.9.10's `autogen/agentchat/contrib/math_user_pr
   answer (the last box). A reply with neither code nor a box is a reasoning step: it is
   answered with AutoGen's "Continue. Please keep solving the problem until you need to
   query. (If you get to the answer, put it in \\boxed{}.)".
-- Every ```python block runs, in order, in one sandbox session per problem (AutoGen runs
+- Every closed ```python block runs, in order, in one sandbox session per problem (AutoGen runs
   the earlier blocks' code again before each block; a session keeps the same state without
   running anything twice). A block that calls no `print` has its last statement printed
   when it is an expression (AutoGen wraps the last line in `print()` when the block has no
@@ -43,6 +43,9 @@ and rules here are those of AG2 0.9.10's `autogen/agentchat/contrib/math_user_pr
   follows AutoGen.
 - The conversation ends after AutoGen's 15 automatic replies, so with at most 16 model
   messages.
+
+A reply cut off at the model's token limit is read like any other, as AutoGen reads it: a
+block left open is not a query (then it is a reasoning step), a box left open no answer.
 
 Learned functions are defined in the session and listed after the system message (and
 offered as native tool calls when the server takes them), as the AgentOptimizer's
@@ -175,6 +178,7 @@ class MathChatProxyProtocol(ReplyProtocol):
     """MathChat's conversation, with the user proxy agent's rules (see the module docstring)."""
 
     name = "mathchat"
+    reads_cut_replies = True  # AutoGen reads a reply cut at the token limit like any other
 
     def __init__(self, variant: str | None = "default", *, native_tools: bool = True,
                  functions_text: str = "") -> None:
@@ -209,6 +213,8 @@ class MathChatProxyProtocol(ReplyProtocol):
         calls, problems = tool_call_actions(reply) if reply.tool_calls else ([], [])
         actions += calls
         for block in fenced_blocks(reply.content):
+            if not block.closed:
+                continue  # AutoGen reads closed blocks only: a cut-off one is not a query
             language = "python" if block.language in PYTHON and _is_python(block) else block.language
             actions.append(CodeAction(code=block.body, language=language or "unknown"))
         if actions or problems:

@@ -94,7 +94,8 @@ def _statement_answer(text: str, start: int, *, must_start: bool) -> _Found | No
     """The answer a statement gives from `start` on: a math span, an answer-like text, or
     the last piece of mathematics in its sentence. With `must_start`, only an answer that
     starts right there (math, a number, a sign) counts ("To answer this, ..." gives none)."""
-    start = _LEAD.match(text, start).end()  # type: ignore[union-attr]
+    lead = _LEAD.match(text, start)
+    start = lead.end() if lead else start
     window = text[start:start + _STATEMENT_CHARS]
     span = _span_run(window, 0)
     if span is not None:

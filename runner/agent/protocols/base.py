@@ -48,6 +48,9 @@ class ReplyProtocol(ABC):
     reason_after_failures: int | None = None
     #: the request's `tools` may be dropped when the server refuses native tool calls
     tools_optional: bool = False
+    #: a reply cut off at the token limit is read like any other (not refused as
+    #: TRUNCATED_REPLY): the protocol's own rules decide what of it counts
+    reads_cut_replies: bool = False
 
     @abstractmethod
     def system_prompt(self, functions: FunctionSet) -> str:
