@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner import FunctionSet, FunctionSpec
 from runner.agent import AgentStatus
 from runner.errors import ConfigurationError
 from runner.math.mathchat import solve
@@ -161,6 +162,20 @@ def test_a_session_keeps_state_without_running_anything_twice(model, sandbox):
     solution = run(model, sandbox, block("a = 2"), block("a + 3"), "\\boxed{5}")
     assert told(model, 1) == "5"
     assert len(solution.run.execution_ids) == 2
+
+
+def test_learned_functions_are_defined_listed_and_offered(model, sandbox):
+    lcm = FunctionSpec.from_dict({
+        "name": "lcm_of", "description": "The least common multiple of two positive integers.",
+        "arguments": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "code": "def lcm_of(a, b):\n    from math import gcd\n    return a * b // gcd(a, b)\n"})
+    model.queue(block("lcm_of(4, 6)"), "\\boxed{12}")
+    solution = solve("lcm(4, 6)?", llm=model, sandbox=sandbox, gold="12",
+                     functions=FunctionSet("learned", [lcm], log_store=False))
+    assert solution.correct is True and told(model, 0) == "12"
+    system = model.requests[0]["messages"][0]["content"]
+    assert system.startswith(SYSTEM_MESSAGE) and "lcm_of" in system and "```json" not in system
+    assert [tool["function"]["name"] for tool in model.requests[0]["tools"]] == ["lcm_of"]
 
 
 @pytest.mark.parametrize("code, printed", [

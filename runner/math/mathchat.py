@@ -119,15 +119,16 @@ def default_max_turns(method: str, variant: str | None = None) -> int:
     return DEFAULT_MAX_TURNS[method]
 
 
-def _functions_text(functions: FunctionSet, *, native: bool) -> str:
+def _functions_text(functions: FunctionSet, *, native: bool, json_calls: bool = True) -> str:
     if not len(functions):
         return ""
     how = ("call them in your Python blocks like any function. You may also call one on its own "
            "through the tool-calling interface" if native else
            "call them in your Python blocks like any function")
-    return ("\n\nThese functions are already defined in the Python session; " + how + ", or "
-            'with a ```json block holding {"function": "<name>", "arguments": {...}}.\n'
-            + functions_reference(functions))
+    json = (', or with a ```json block holding {"function": "<name>", "arguments": {...}}'
+            if json_calls else "")
+    return ("\n\nThese functions are already defined in the Python session; " + how + json
+            + ".\n" + functions_reference(functions))
 
 
 class GuidedProtocol(CodeProtocol):
@@ -213,7 +214,8 @@ def math_protocol(method: str, *, native_tools: bool = True, variant: str | None
         if variant == "guided":
             return GuidedProtocol(native_tools=native_tools)
         return MathChatProxyProtocol(variant, native_tools=native_tools,
-                                     functions_text=_functions_text(functions, native=native_tools)
+                                     functions_text=_functions_text(
+                                         functions, native=native_tools, json_calls=False)
                                      if functions is not None else "")
     if chosen == "pot":
         return ProgramProtocol()
