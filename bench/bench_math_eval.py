@@ -69,7 +69,7 @@ class InstantModel:
                  tools: Sequence[dict[str, Any]] | None = None) -> Any:
         from runner.agent import ChatReply
 
-        task = str(messages[1]["content"]).removeprefix("Problem: ")
+        task = str(messages[1]["content"]).rpartition("Problem:")[2].lstrip(" \n")
         step = sum(1 for message in messages if message["role"] == "assistant")
         k = len(task)
         if step < len(BLOCKS):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TypeVar
 
 import click
@@ -33,6 +33,7 @@ class _PairLine(BaseModel):
     gold: str
     candidate: str | None
     allow_decimal: bool = False
+    printed: bool = False
 
 
 class _ReplyLine(BaseModel):
@@ -96,24 +97,34 @@ def math_group() -> None:
 @click.argument("gold", required=False)
 @click.argument("candidate", required=False)
 @click.option("--pairs", "pairs_path", metavar="FILE|-",
-              help='JSONL of {"gold", "candidate"[, "allow_decimal", "id"]}; writes one JSON '
-                   'verdict per line, in order.')
+              help='JSONL of {"gold", "candidate"[, "allow_decimal", "printed", "id"]}; writes '
+                   'one JSON verdict per line, in order.')
 @click.option("--decimal", "allow_decimal", is_flag=True,
               help="The problem asked for a decimal: a decimal agreeing to its digits counts.")
+@click.option("--output", "whole_output", is_flag=True,
+              help="Each candidate is a model's whole output: its answer is read first, as "
+                   "`extract --fallback` reads it (no answer found: not equal).")
+@click.option("--printed", is_flag=True,
+              help="Each candidate is what a program printed (Program of Thoughts): read as "
+                   "Python's or sympy's output, so [2, 3] are the solutions and I is the "
+                   "imaginary unit.")
 @click.option("--timeout", "timeout_s", type=number(0.1, 600), default=5.0,
               show_default=True, help="Seconds for one symbolic comparison.")
 @click.option("--workers", type=number(1, 64, integer=True),
               help="Checker processes (default: the CPU count, at most 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as one JSON object.")
 def check_command(gold: str | None, candidate: str | None, pairs_path: str | None,
-                  allow_decimal: bool, timeout_s: float, workers: int | None,
-                  as_json: bool) -> None:
+                  allow_decimal: bool, whole_output: bool, printed: bool, timeout_s: float,
+                  workers: int | None, as_json: bool) -> None:
     """Is CANDIDATE the same answer as GOLD? Exit 0 if so, 1 if not.
 
     Answers are LaTeX or plain text, e.g. runner math check '\\frac{1}{4}' 0.25.
     A leading minus is fine: runner math check -5 -5.
     """
-    from .math import Checker
+    from .math import Checker, extract_answer
+
+    def answer(text: str | None) -> str | None:
+        return extract_answer(text, fallback=True) if whole_output and text else text
 
     if pairs_path is not None:
         if gold is not None or candidate is not None:
@@ -122,15 +133,17 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
         pairs = [line for line, _ in lines]
         with Checker(workers=workers, timeout_s=timeout_s) as checker:
             verdicts = checker.check_many(
-                [(pair.gold, pair.candidate) for pair in pairs],
-                allow_decimal=[allow_decimal or pair.allow_decimal for pair in pairs])
+                [(pair.gold, answer(pair.candidate)) for pair in pairs],
+                allow_decimal=[allow_decimal or pair.allow_decimal for pair in pairs],
+                printed=[printed or pair.printed for pair in pairs])
         for (_, identifier), verdict in zip(lines, verdicts, strict=True):
             _emit(verdict.model_dump(mode="json"), identifier)
         return
     if gold is None or candidate is None:
         raise click.UsageError("give GOLD and CANDIDATE (or --pairs FILE)")
     with Checker(workers=1, timeout_s=timeout_s) as checker:
-        verdict = checker.check(gold, candidate, allow_decimal=allow_decimal)
+        verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal,
+                                printed=printed)
     if as_json:
         click.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
     else:
@@ -144,7 +157,8 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
 @math_group.command("extract")
 @click.argument("source", metavar="[FILE|-]", default="-")
 @click.option("--fallback", is_flag=True,
-              help='Without a box, also read "the answer is X", "Answer: X" and "#### X".')
+              help="Read whole outputs: an answer split over boxes, a final statement after "
+                   'the last box, "the answer is X", "Answer: X", "#### X", prose with no box.')
 def extract_command(source: str, fallback: bool) -> None:
     """Final answers of replies: JSONL {"reply"} in, JSONL {"answer"} out (null if none).
 
@@ -187,6 +201,16 @@ def data_command(force: bool, as_json: bool) -> None:
 
 _METHOD_HELP = ("mathchat: reasoning with Python blocks in one session; pot: one program whose "
                 "output is the answer; vanilla: no code, the answer in \\boxed{}.")
+_VARIANT_HELP = ("MathChat's variant: default or python (the paper's and AutoGen's prompt of that "
+                 "name and the user proxy agent's rules), guided (this project's code-block agent "
+                 "with error codes); two_tools needs Wolfram Alpha, which cannot be reached here.")
+
+
+def _variant_option(function: Any) -> Any:
+    from .math.mathchat import DEFAULT_VARIANT, VARIANTS
+
+    return click.option("--variant", type=click.Choice(VARIANTS), default=DEFAULT_VARIANT,
+                        show_default=True, help=_VARIANT_HELP)(function)
 
 
 def _solve_options(function: Any) -> Any:
@@ -194,17 +218,18 @@ def _solve_options(function: Any) -> Any:
     from .backends.registry import backend_names
     from .math.mathchat import METHODS
 
-    options = [
+    options: list[Callable[[Any], Any]] = [
         click.option("--method", type=click.Choice(METHODS), default="mathchat",
                      show_default=True, help=_METHOD_HELP),
+        _variant_option,
         click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
                      help="Learned functions (a function-set JSON file), defined in the session "
                           "and offered as tool calls."),
         click.option("--backend", type=click.Choice(backend_names()), default="restricted",
                      show_default=True, help="Isolation tier."),
         click.option("--max-turns", type=number(1, 200, integer=True),
-                     help="Model messages per problem at most (default: 15 for mathchat, 1 for "
-                          "pot and vanilla)."),
+                     help="Model messages per problem at most (default: 16 for mathchat, 15 for "
+                          "its guided variant, 1 for pot and vanilla)."),
         click.option("--timeout", "timeout_s", type=limit("timeout_s"),
                      help="Wall-clock limit of each code block in seconds (default 10)."),
         click.option("--native-tools/--no-native-tools", default=True, show_default=True,
@@ -214,6 +239,11 @@ def _solve_options(function: Any) -> Any:
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def _variant(method: str, variant: str) -> str | None:
+    """The variant to pass on: MathChat's, none for the baselines (whose --variant is moot)."""
+    return variant if method == "mathchat" else None
 
 
 def _llm_options(temperature: float | None, max_tokens: int | None, llm_timeout: float,
@@ -243,7 +273,8 @@ def _show_turn(turn: Any) -> None:
 @model_options
 @click.option("--gold", help="The right answer: the solution is checked against it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the solution as one JSON object.")
-def solve_command(problem: str, method: str, functions_path: str | None, backend: str,
+def solve_command(problem: str, method: str, variant: str, functions_path: str | None,
+                  backend: str,
                   max_turns: int | None, timeout_s: float | None, native_tools: bool,
                   model: str | None, base_url: str | None, api_key: str | None,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
@@ -262,7 +293,8 @@ def solve_command(problem: str, method: str, functions_path: str | None, backend
 
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
                      **_llm_options(temperature, max_tokens, llm_timeout, retries))
-    solution = solve(problem, llm=llm, method=method, functions=functions_path, backend=backend,
+    solution = solve(problem, llm=llm, method=method, variant=_variant(method, variant),
+                     functions=functions_path, backend=backend,
                      max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
                      native_tools=native_tools, gold=gold, on_turn=None if as_json else _show_turn)
     if as_json:

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from .cli_interrupt import JobStopping, ctrl_c
-from .cli_math import _llm_options, _solve_options, math_group
+from .cli_math import _llm_options, _solve_options, _variant, math_group
 from .cli_options import count_option, model_options, number
 from .errors import ConfigurationError
 from .stopping import JobInterrupted
@@ -99,7 +99,7 @@ def _print_report(report: Any, as_json: bool) -> None:
 
 
 _RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method",
-                 "functions_path", "backend", "max_turns", "timeout_s", "native_tools",
+                 "variant", "functions_path", "backend", "max_turns", "timeout_s", "native_tools",
                  "on_bad_line", "temperature", "max_tokens")
 
 
@@ -129,8 +129,8 @@ _RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method
 @click.pass_context
 def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
                  types: tuple[str, ...], levels: tuple[str, ...], limit: int | None,
-                 seed: int | None, concurrency: int, method: str, functions_path: str | None,
-                 backend: str, max_turns: int | None, timeout_s: float | None,
+                 seed: int | None, concurrency: int, method: str, variant: str,
+                 functions_path: str | None, backend: str, max_turns: int | None, timeout_s: float | None,
                  native_tools: bool, model: str | None, base_url: str | None,
                  api_key: str | None, temperature: float | None, max_tokens: int | None,
                  llm_timeout: float, retries: int, on_bad_line: str, resume_id: str | None,
@@ -146,7 +146,8 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
         try:
             report = _evaluate(ctx, progress, dataset=dataset, split=split, types=types,
                                levels=levels, limit=limit, seed=seed, concurrency=concurrency,
-                               method=method, functions_path=functions_path, backend=backend,
+                               method=method, variant=variant, functions_path=functions_path,
+                               backend=backend,
                                max_turns=max_turns, timeout_s=timeout_s,
                                native_tools=native_tools, model=model, base_url=base_url,
                                api_key=api_key, temperature=temperature, max_tokens=max_tokens,
@@ -163,7 +164,7 @@ def eval_command(ctx: click.Context, dataset: str | None, split: str | None,
 def _evaluate(ctx: click.Context, progress: _ProgressBar, *, dataset: str | None,
               split: str | None, types: tuple[str, ...], levels: tuple[str, ...],
               limit: int | None, seed: int | None, concurrency: int, method: str,
-              functions_path: str | None, backend: str, max_turns: int | None,
+              variant: str, functions_path: str | None, backend: str, max_turns: int | None,
               timeout_s: float | None, native_tools: bool, model: str | None,
               base_url: str | None, api_key: str | None, temperature: float | None,
               max_tokens: int | None, llm_timeout: float, retries: int, on_bad_line: str,
@@ -195,7 +196,8 @@ def _evaluate(ctx: click.Context, progress: _ProgressBar, *, dataset: str | None
         dataset, model=model or None, base_url=base_url or None, api_key=api_key or None,
         llm_options=_llm_options(temperature, max_tokens, llm_timeout, retries),
         split=split, types=types or None, levels=levels or None, limit=limit, seed=seed,
-        method=method, functions=functions_path, backend=backend, concurrency=concurrency,
+        method=method, variant=_variant(method, variant), functions=functions_path,
+        backend=backend, concurrency=concurrency,
         max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
         native_tools=native_tools, on_bad_line="skip" if on_bad_line == "skip" else "stop",
         progress=progress)

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from .cli_interrupt import JobStopping, ctrl_c
-from .cli_math import _llm_options, math_group
+from .cli_math import _llm_options, _variant, _variant_option, math_group
 from .cli_math_eval import _SEED, _ProgressBar
 from .cli_options import count_option, limit, model_options, number
 from .stopping import JobInterrupted
@@ -108,10 +108,12 @@ class _TrainingProgress:
               help="The starting function set (default: none).")
 @click.option("--method", type=click.Choice(["mathchat", "pot"]), default="mathchat",
               show_default=True, help="How the agent solves problems.")
+@_variant_option
 @click.option("--backend", type=click.Choice(_backend_names()), default="restricted",
               show_default=True, help="Isolation tier.")
 @click.option("--max-turns", type=number(1, 200, integer=True),
-              help="Model messages per problem at most (default 15 for mathchat).")
+              help="Model messages per problem at most (default 16 for mathchat, 15 for its "
+                   "guided variant).")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit of each code block in seconds (default 10).")
 @click.option("--native-tools/--no-native-tools", default=True, show_default=True,
@@ -150,7 +152,8 @@ class _TrainingProgress:
 @click.pass_context
 def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
                      levels: tuple[str, ...], limit: int | None, seed: int | None, epochs: int,
-                     concurrency: int, functions_path: str | None, method: str, backend: str,
+                     concurrency: int, functions_path: str | None, method: str, variant: str,
+                     backend: str,
                      max_turns: int | None, timeout_s: float | None, native_tools: bool,
                      model: str | None, base_url: str | None, api_key: str | None,
                      temperature: float | None, max_tokens: int | None, llm_timeout: float,
@@ -174,7 +177,8 @@ def train_command(ctx: click.Context, train: str | None, types: tuple[str, ...],
         try:
             report = _train(ctx, progress, train=train, types=types, levels=levels, limit=limit,
                             seed=seed, epochs=epochs, concurrency=concurrency,
-                            functions_path=functions_path, method=method, backend=backend,
+                            functions_path=functions_path, method=method, variant=variant,
+                            backend=backend,
                             max_turns=max_turns, timeout_s=timeout_s, native_tools=native_tools,
                             model=model, base_url=base_url, api_key=api_key,
                             temperature=temperature, max_tokens=max_tokens,
@@ -215,7 +219,8 @@ def _print_training(report: Any, as_json: bool) -> None:
 def _train(ctx: click.Context, progress: _TrainingProgress, *, train: str | None,
            types: tuple[str, ...], levels: tuple[str, ...], limit: int | None,
            seed: int | None, epochs: int, concurrency: int, functions_path: str | None,
-           method: str, backend: str, max_turns: int | None, timeout_s: float | None,
+           method: str, variant: str, backend: str, max_turns: int | None,
+           timeout_s: float | None,
            native_tools: bool, model: str | None, base_url: str | None, api_key: str | None,
            temperature: float | None, max_tokens: int | None, llm_timeout: float,
            retries: int, optimizer_model: str | None, optimizer_base_url: str | None,
@@ -258,7 +263,8 @@ def _train(ctx: click.Context, progress: _TrainingProgress, *, train: str | None
         optimizer_base_url=optimizer_base_url or None,
         optimizer_api_key=optimizer_api_key or None, optimizer_llm_options=optimizer_options,
         types=types or None, levels=levels or None, limit=limit, seed=seed, epochs=epochs,
-        functions=functions_path, method=method, backend=backend, concurrency=concurrency,
+        functions=functions_path, method=method, variant=_variant(method, variant),
+        backend=backend, concurrency=concurrency,
         max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
         native_tools=native_tools, max_actions=max_actions, max_tries=max_tries,
         patience=patience, show_rolled_back=show_rolled_back, history_tokens=history_tokens,

@@ -69,7 +69,7 @@ def _training(path: Path, store: LogStore) -> tuple[str, list[str]]:
                 return "TERMINATE"
             name, arguments = next(iter(script.pop(0).items()))
             return {"tool_calls": [FakeOpenAI.call(name, arguments)]}
-        task = body["messages"][1]["content"].removeprefix("Problem: ")
+        task = body["messages"][1]["content"].rpartition("Problem:")[2].lstrip(" \n")
         right = "seed_helper" in system or task == "What is 3 + 4?"
         return f"\\boxed{{{gold[task] if right else HOSTILE}}}"
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.math.mathchat_proxy import PROMPTS, SYSTEM_MESSAGE
+
 pytestmark = pytest.mark.e2e
 
 RUNNER = [sys.executable, "-m", "runner"]
@@ -212,10 +214,11 @@ def test_runner_math_solve_shows_the_conversation_and_logs_it(llama_server, home
     assert "Traceback" not in proc.stderr
     run_id = proc.stderr.rsplit("(runner logs show ", 1)[1].split(")", 1)[0]
     logged = json.loads(cli(["logs", "show", run_id, "--json"], home).stdout)
-    assert logged["protocol"] == "code" and logged["status"] in MATH_ENDINGS
+    assert logged["protocol"] == "mathchat" and logged["status"] in MATH_ENDINGS
     assert 1 <= len(logged["turns"]) <= 3
-    assert logged["turns"][0]["messages_sent"][1]["content"] == "Problem: What is 6 times 7?"
-    assert "\\boxed{}" in logged["turns"][0]["messages_sent"][0]["content"]
+    system, first = logged["turns"][0]["messages_sent"][:2]
+    assert system["content"] == SYSTEM_MESSAGE  # MathChat's, as AutoGen sends it
+    assert first["content"] == PROMPTS["default"] + "What is 6 times 7?"
     print(f"\nmath solve: {logged['status']} in {len(logged['turns'])} turns, "
           f"answer {logged['final_answer']!r}")
 
@@ -232,6 +235,7 @@ def test_runner_math_eval_of_a_few_sample_problems(llama_server, home, tmp_path)
     assert sum(t["total"] for t in data["by_level"].values()) == 3
     assert set(data["run_statuses"]) <= MATH_ENDINGS and data["settings"]["llm"]["temperature"] == 0
     assert data["checker_version"].startswith("runner-math/") and data["model"]
+    assert data["method"] == "mathchat" and data["variant"] == "default"
     listed = json.loads(cli(["math", "evals", "--json"], home).stdout)
     assert listed[0]["id"] == data["id"] and listed[0]["done"] == 3
     report = cli(["math", "report", data["id"], "--format", "json"], home)

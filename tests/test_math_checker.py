@@ -236,6 +236,70 @@ def test_different_answers(checker, gold, candidate):
     assert not verdict.equal, verdict
 
 
+# False accepts found by review, each a regression test: hedges count for neither value,
+# tiny exact values are compared exactly, `\mathrm{e}` and base subscripts are read.
+FALSE_ACCEPTS = [
+    ("5", "5 \\approx 6"),
+    ("6", "5 \\approx 6"),
+    ("\\frac12", "\\frac{1}{3} \\approx 0.5"),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{\\sqrt{3}}{2} \\approx 0.5"),  # agreement checked symbolically
+    ("5", "5 \\text{ (or 6)}"),
+    ("7", "7 \\text{ (approximately 8)}"),
+    ("7", "7\\text{ (about 8)}"),
+    ("\\frac{1}{2004!}", "\\frac{1}{2005!}"),
+    ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}"),
+    ("10^{-20}", "2 \\cdot 10^{-20}"),
+    ("1-\\frac{1}{\\mathrm{e}}", "1+\\frac{1}{\\mathrm{e}}"),
+    ("\\mathrm{e}^2", "e^3"),
+    ("0.0011_{2}", "0.0011_{3}"),
+    ("4210_{5}", "4211_{5}"),
+    ("4210_{5}", "555"),  # not a base-5 numeral: the problem asked for base 5
+    ("0.0011_{2}", "\\frac{3}{16}"),
+    ("1,000", "1.000"),  # a thousands separator, not a decimal comma
+    ("\\frac13", "0.33333333333"),  # 11 digits: a rounding, not a float's print
+    ("10^{100000}", "1" + "0" * 99_999),
+]
+
+NEW_EQUAL = [
+    ("\\frac13", "\\frac{1}{3} \\approx 0.33"),  # alternatives that agree
+    ("\\frac{7}{2}", "\\frac{7}{2} \\approx 4"),
+    ("\\frac{\\sqrt3}{2}", "\\frac{\\sqrt{3}}{2} \\approx 0.866"),
+    ("11", "x \\approx 11"),
+    ("1-\\frac{1}{\\mathrm{e}}", "1-\\frac{1}{e}"),
+    ("\\mathrm{e}^2", "e^{2}"),
+    ("0.0011_{2}", "0.0011_2"),
+    ("0.0011_{2}", "0.0011"),  # the digits, in the base the problem named
+    ("4210_{5}", "4210"),
+    ("10_{2}", "2_{10}"),
+    ("A5_{16}", "245_{8}"),
+    ("1000.99", "1000,99"),  # a decimal comma, against a number with a point
+    ("0,111", "0.111"),
+    ("\\frac{1}{12}", "0.0833333333333333"),  # a float's print of the exact value
+    ("\\sqrt{17}", "4.123105625617661"),
+    ("\\frac{1}{2004!}", "\\frac{2005}{2005!}"),
+    ("10^{100000}", "1" + "0" * 100_000),  # a program's print of the integer
+]
+
+
+@pytest.mark.parametrize("gold, candidate", FALSE_ACCEPTS, ids=lambda text: text[:30])
+def test_false_accepts_stay_closed(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert not verdict.equal, verdict
+    assert not verdict.failed, verdict
+
+
+@pytest.mark.parametrize("gold, candidate", NEW_EQUAL, ids=lambda text: text[:30])
+def test_readings_that_came_with_them(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert verdict.equal, verdict
+
+
+def test_a_hedge_is_named_as_such(checker):
+    assert checker.check("5", "5 \\approx 6").rule == "hedge"
+    assert checker.check("5", "5 \\text{ (or 6)}").rule == "hedge"
+    assert checker.check("\\frac{1}{2004!}", "\\frac{1}{2005!}").rule == "exact"
+
+
 def test_batch_agrees_with_single_checks_and_keeps_order(checker):
     pairs = EQUAL + NOT_EQUAL + EQUAL[:5]  # repeated pairs too
     verdicts = checker.check_many(pairs)
@@ -302,8 +366,12 @@ def test_normalised_forms_are_reported():
     assert [form.latex for form in alternatives] == ["\\frac{2}{3}", "0.67"]
 
 
+# Expanding this takes sympy minutes of Python code.
+SLOW = "(x+1)^{10000}"
+
 HOSTILE = [
     "10^{10^{10}}",
+    SLOW,
     "2^{2^{2^{2^{2^{2}}}}}",
     "\\prod_{k=1}^{10^{9}} k",
     "(10^{8})!",
@@ -343,7 +411,7 @@ def test_megabyte_answers_do_not_reach_the_symbolic_step(checker):
 
 def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
     with Checker(workers=1, timeout_s=1.0) as guarded:
-        verdict = guarded.check("1", "10^{10^{10}}")
+        verdict = guarded.check("1", SLOW)
         assert (verdict.equal, verdict.rule, verdict.failed) == (False, "timeout", True)
         # An interrupted worker may hold half-built parser caches: it is replaced.
         assert guarded._pool.replacements == 1
@@ -354,7 +422,7 @@ def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
     pool = CheckerPool(1)
     try:
         # The worker's own timer is set past the host's deadline, so only the kill can stop it.
-        slow = CompareRequest(id=1, gold="1", candidate="10^{10^{10}}", soft_timeout_s=120)
+        slow = CompareRequest(id=1, gold="1", candidate=SLOW, soft_timeout_s=120)
         started = time.monotonic()
         outcome = pool.compare(slow, hard_timeout_s=1.0)
         assert time.monotonic() - started < 10
@@ -375,7 +443,7 @@ def test_a_crashed_worker_is_a_verdict_and_is_replaced():
         pid = pids[0]
         # Kill the worker while it is busy with a slow comparison, as a segfault would.
         threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
-        verdict = guarded.check("1", "10^{10^{10}}")
+        verdict = guarded.check("1", SLOW)
         assert (verdict.equal, verdict.rule, verdict.failed) == (False, "crashed", True)
         assert guarded.check("x+2", "2+x").equal
         assert pid not in guarded._pool.worker_pids()

@@ -33,7 +33,7 @@ from runner.logs.store import LogStore
 from runner.math import load_jsonl
 from runner.math.datasets import DatasetLineError, UnknownFilterError
 from runner.math.evaluation import evaluate, evaluation_report, resume_evaluation
-from runner.math.report import render_markdown, write_chart
+from runner.math.report import recorded_variant, render_markdown, render_text, write_chart
 from runner.testing import FunctionChat
 
 DATA = Path(__file__).parent / "data"
@@ -45,7 +45,8 @@ RIGHT = {problem.problem for index, problem in enumerate(PROBLEMS) if index % 3 
 
 
 def task_of(body: dict) -> str:
-    return body["messages"][1]["content"].removeprefix("Problem: ")
+    """The problem, after its prompt (MathChat's variants end theirs with "Problem:")."""
+    return body["messages"][1]["content"].rpartition("Problem:")[2].lstrip(" \n")
 
 
 def scripted(body: dict, delay_s: float = 0.0) -> dict:
@@ -109,6 +110,8 @@ def test_an_evaluation_of_the_sample_has_the_known_accuracy(store, tmp_path, bac
     assert data["by_type"] == by_type and data["by_level"] == by_level
     assert data["run_statuses"] == {"answered": 35}
     assert data["model"] == "fake-model" and data["method"] == "mathchat"
+    assert data["variant"] == "default" == data["settings"]["variant"]
+    assert data["settings"]["max_turns"] == 16
     assert data["backend"] == backend and data["dataset"]["name"] == "math_sample.jsonl"
     assert len(data["dataset"]["sha256"]) == 64 and data["checker_version"].startswith("runner-math/")
     assert data["sample"]["size"] == 35 and data["settings"]["concurrency"] == 3
@@ -149,11 +152,27 @@ def test_reports_markdown_json_and_chart(store, tmp_path):
     assert data["sample"]["filters"] == {"types": ["Algebra", "Geometry"]}
     assert data["sample"]["description"].startswith("6 of 10 problems (the first 6")
     markdown = render_markdown(report)
-    for fact in ("fake-model", "mathchat", "restricted", "math\\_sample.jsonl", "6 of 10 problems",
+    for fact in ("fake-model", "mathchat \\(variant default\\)", "restricted",
+                 "math\\_sample.jsonl", "6 of 10 problems",
                  "runner-math/", "## By type", "## By level", "| Algebra |"):
         assert fact in markdown, fact
     chart = write_chart(report, tmp_path / "accuracy.png")
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 5000
+
+
+def test_every_report_names_the_mathchat_variant(store):
+    guided = evaluate(SAMPLE, llm=fake(scripted), variant="guided", limit=2, log_store=store)
+    assert guided.correct == sum(1 for p in PROBLEMS[:2] if p.problem in RIGHT)
+    assert guided.to_json_dict()["variant"] == "guided" and guided.record.settings["max_turns"] == 15
+    assert "method mathchat (variant guided)" in render_text(guided)
+    assert render_markdown(guided).count("variant guided") == 1
+    pot = evaluate(SAMPLE, llm=fake(lambda body: "```python\nprint(1)\n```"), method="pot",
+                   limit=1, log_store=store)
+    assert pot.to_json_dict()["variant"] is None and "variant" not in render_text(pot)
+    # an evaluation recorded before MathChat had variants ran what is now `guided`
+    old = guided.record.model_copy(update={"settings": {
+        key: value for key, value in guided.record.settings.items() if key != "variant"}})
+    assert recorded_variant(old.method, old.settings) == "guided"
 
 
 def test_gsm8k_with_the_program_of_thoughts(store):

@@ -66,7 +66,7 @@ def test_huge_hostile_replies_are_read_in_linear_time():
     assert extract_answer("\\boxed{" * 200_000) is None
     assert extract_answer("{" * 1_000_000 + "\\boxed{1}") == "1"
     assert extract_answer("\\boxed{" + "{" * 500_000 + "}" * 500_000 + "}") is not None
-    assert extract_answer("the answer is " * 100_000, fallback=True) is not None
+    assert extract_answer("the answer is " * 100_000, fallback=True) is None  # no mathematics
     # generous bound: a quadratic scan of these inputs would take minutes
     assert time.perf_counter() - started < 20
 
@@ -75,3 +75,73 @@ def test_the_agent_uses_the_same_rule():
     assert agent_last_boxed is not None
     assert agent_last_boxed("\\boxed{1} \\boxed{}") is None
     assert agent_last_boxed("x \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+
+
+# -- whole outputs (fallback=True): runner.math.reading ---------------------------------------
+
+
+@pytest.mark.parametrize("text, answer", [
+    # answers split over boxes
+    ("\\boxed{1}\\boxed{2}", "1, 2"),
+    ("$$\\boxed{2}, \\boxed{3}, \\boxed{5}$$", "2, 3, 5"),
+    ("\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}", "(2, 2), (6, 2)"),
+    ("\\boxed{1} papers and \\boxed{2} bins", "1, 2"),
+    ("\\boxed{1} no no no no no \\boxed{2}", "2"),  # far apart, no separator: the last
+    ("the answer should be \\boxed{004}. But let me check again ... So, \\boxed{004} is "
+     "correct.\n\n**Final Answer**\n\\boxed{004}", "004"),
+    ("\\boxed{7} and \\boxed{7}", "7"),  # a repeated box counts once
+    # final statements after the last box
+    ("so $x = \\boxed{255}$. Final Answer: The final answer is $10,455$. I hope it is correct.",
+     "10,455"),
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.", "120"),
+    ("Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct.", "3 hours"),
+    ("Final Answer: The final answer is \\\"$12 $ and $13 $\\\". I hope it is correct.", "12, 13"),
+    # answer statements
+    ("Answer $ 9 $", "9"),
+    ("Answer \\( (9+1) \\)", "(9+1)"),
+    ("Answer \\[ \n 9 \n \\]", "9"),  # display math may span lines
+    # prose without a box
+    ("the number is not 10 which is 1,000.99€", "1,000.99"),
+    ("Soucis : 2,74 $ a..", "2,74"),
+    ("Therefore $x \\geq 5$ is the solution.", "x \\geq 5"),
+    ("The identity matrix is $ \\begin{pmatrix}1 & 0 \\\\ 0 & 1\\end{pmatrix} $.",
+     "\\begin{pmatrix}1 & 0 \\\\ 0 & 1\\end{pmatrix}"),
+    ("So P(A) = 2/3 Therefore, the probability that Alice wins is 2/3. <|im_start|>user", "2/3"),
+    ("the minimum error in the position increases by 100%.", "100\\%"),
+    ("the length is 85 inches.", "85 inches"),
+    ("$1$ and $2$ and $3$", "1, 2, 3"),
+    # answers by themselves
+    ("28 percent", "28 percent"),
+    ("$\\frac{1}{3} \\textbf{meters}$", "\\frac{1}{3} \\textbf{meters}"),
+    ("W(x)=1orW(x)=-1", "W(x)=1orW(x)=-1"),
+    ("Evelyn", "Evelyn"),
+])
+def test_whole_outputs_are_read_where_the_answer_is(text, answer):
+    assert extract_answer(text, fallback=True) == answer
+
+
+@pytest.mark.parametrize("text", [
+    "Answer $ \n 9 \n $",  # inline math broken over lines is not mathematics
+    "Answer \\( \n 9 \n \\)",
+    "AZYUK2A",  # a number inside a word is not one
+    "no numbers at all here",
+    "\\boxed{1} and then \\boxed{2",  # the last box is cut off
+])
+def test_whole_outputs_without_an_answer(text):
+    assert extract_answer(text, fallback=True) is None
+
+
+def test_a_mathchat_reply_is_still_read_by_its_last_box():
+    assert extract_answer("\\boxed{1}\\boxed{2}") == "2"
+    assert extract_answer("Final Answer: The final answer is $3$. \\boxed{2}") == "2"
+
+
+def test_hostile_whole_outputs_are_read_in_linear_time():
+    started = time.perf_counter()
+    for text in ["\\boxed{" * 200_000, "\\(" * 200_000, "$" * 200_000, "$$" * 100_000 + "x",
+                 "final answer is " * 100_000, "answer: " * 100_000, "1 " * 300_000,
+                 "a$b\n" * 100_000, "\\boxed{1} " * 100_000, " " * 300_000 + "1"]:
+        extract_answer(text, fallback=True)
+    # generous bound: a quadratic scan of these inputs would take minutes
+    assert time.perf_counter() - started < 20

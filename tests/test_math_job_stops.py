@@ -71,7 +71,7 @@ class Server:
             self.count += 1
             if self.broken is not None and self.count > self.good_replies:
                 return self.broken
-        task = body["messages"][1]["content"].removeprefix("Problem: ")
+        task = body["messages"][1]["content"].rpartition("Problem:")[2].lstrip(" \n")
         return {"content": f"So it is $\\boxed{{{self.gold[task]}}}$.", "delay_s": self.delay_s}
 
 

@@ -1,5 +1,6 @@
 """MathChat solving with a scripted model (`runner.testing.ScriptedChat`), on both isolation
-tiers: the endings (a boxed answer, TERMINATE, the turn limit, no answer), the feedback
+tiers, in the guided variant (MathChat's default variant, the paper's and AutoGen's rules,
+has its own tests in test_math_mathchat.py): the endings (a boxed answer, TERMINATE, the turn limit, no answer), the feedback
 (errors, no output, three failing blocks, timeouts, long output), one session per problem,
 learned functions from a block and as a native tool, and the two baselines. A server that
 refuses tool calls is a real HTTP server speaking the OpenAI protocol, through the SDK."""
@@ -30,6 +31,8 @@ def llm(server: FakeOpenAI) -> OpenAIChat:
 def run(model, sandbox, *replies: str, **options):
     model.queue(*replies)
     options.setdefault("gold", "5")
+    if options.get("method", "mathchat") == "mathchat":
+        options.setdefault("variant", "guided")  # the variant whose feedback these tests read
     return solve(PROBLEM, llm=model, sandbox=sandbox, **options)
 
 
@@ -167,7 +170,7 @@ def test_learned_functions_from_a_block_and_as_a_tool(model, sandbox):
     first = model.requests[0]
     assert [tool["function"]["name"] for tool in first["tools"]] == ["lcm_of"]
     assert "lcm_of" in first["messages"][0]["content"]  # described in the prompt as well
-    assert sent(model, 1)[-1]["content"] == "The block ran. Output:\n12"
+    assert sent(model, 1)[-1]["content"] == "12"  # MathChat's default variant: the output alone
     tool_message = sent(model, 2)[-1]
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
     assert tool_message["content"] == 'Result of lcm_of({"a": 3, "b": 5}): 15'

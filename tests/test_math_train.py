@@ -93,7 +93,7 @@ class Models:
             return {"tool_calls": [FakeOpenAI.call(name, arguments)]}
         with self.lock:
             self.agent_systems.append(system)
-        task = body["messages"][1]["content"].removeprefix("Problem: ")
+        task = body["messages"][1]["content"].rpartition("Problem:")[2].lstrip(" \n")
         if not any(m["role"] == "assistant" for m in body["messages"]):
             return {"content": "```python\nprint(1 + 1)\n```", "delay_s": self.delay_s}
         answer = self.gold[task] if self.knows(system) else "\\text{no idea}"

@@ -9,8 +9,9 @@ for. Linear in the text's length: replies are hostile and can be megabytes long.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["BOX_COMMAND", "TRAILING_PUNCTUATION", "closing_brace", "last_boxed"]
+__all__ = ["BOX_COMMAND", "TRAILING_PUNCTUATION", "Box", "box_argument", "closing_brace", "last_boxed"]
 
 # `\boxed` / `\fbox`, then a brace or whitespace; `\boxed5` is not LaTeX and not an answer.
 BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
@@ -18,11 +19,11 @@ _SPACE_ARGUMENT_END = re.compile(r"[\s$]")
 TRAILING_PUNCTUATION = ".,;:!?"
 
 
-def closing_brace(text: str, open_index: int) -> int:
-    """Index of the brace matching the one at `open_index`, or -1."""
+def closing_brace(text: str, open_index: int, limit: int | None = None) -> int:
+    """Index of the brace matching the one at `open_index` (before `limit`), or -1."""
     depth = 0
     index = open_index
-    length = len(text)
+    length = len(text) if limit is None else min(limit, len(text))
     while index < length:
         char = text[index]
         if char == "\\":
@@ -38,26 +39,34 @@ def closing_brace(text: str, open_index: int) -> int:
     return -1
 
 
-def _box_content(text: str, command_end: int) -> str | None:
-    """The argument of a box command ending at `command_end`; None when broken or empty."""
+class Box(NamedTuple):
+    """A box's argument, and where in the text it ends (after its closing brace)."""
+
+    content: str
+    end: int
+
+
+def box_argument(text: str, command_end: int, limit: int | None = None) -> Box | None:
+    """The argument of a box command ending at `command_end` (and before `limit`); None when
+    broken or empty."""
     index = command_end
-    length = len(text)
+    length = len(text) if limit is None else min(limit, len(text))
     while index < length and text[index] in " \t":
         index += 1
     if index >= length:
         return None
     if text[index] == "{":
-        close = closing_brace(text, index)
+        close = closing_brace(text, index, length)
         if close < 0:
             return None
         content = text[index + 1:close].strip()
-        return content or None
+        return Box(content, close + 1) if content else None
     if index == command_end:
         return None  # `\boxedx`: not the command followed by an argument
-    end_match = _SPACE_ARGUMENT_END.search(text, index)
+    end_match = _SPACE_ARGUMENT_END.search(text, index, length)
     end = end_match.start() if end_match else length
     content = text[index:end].rstrip(TRAILING_PUNCTUATION).strip()
-    return content or None
+    return Box(content, end) if content else None
 
 
 def last_boxed(text: str) -> str | None:
@@ -69,4 +78,5 @@ def last_boxed(text: str) -> str | None:
         last = match
     if last is None:
         return None
-    return _box_content(text, last.end())
+    box = box_argument(text, last.end())
+    return box.content if box is not None else None

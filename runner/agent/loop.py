@@ -21,9 +21,14 @@ says how it ended:
   process that ended without finishing the run.
 
 A reply cut off at the model's token limit (`finish_reason: length`) is incomplete: none
-of it is carried out, and the model is told so (TRUNCATED_REPLY). What is sent each turn
+of it is carried out, and the model is told so (TRUNCATED_REPLY), unless the protocol reads
+cut replies by its own rules (`reads_cut_replies`, as MathChat's user proxy does). What is sent each turn
 stays within `max_context_chars` (`runner.agent.context`): older long replies and outputs
 are cut in the messages sent, never in the log.
+
+A protocol with rules of its own for code blocks (`ReplyProtocol.conversation_rules`, as
+MathChat's user proxy agent has) decides what runs for each block and what the model reads;
+the loop still runs the blocks in the session, keeps the budget and logs every turn.
 
 Calls of a function named in `handlers` are carried out on the host by that handler
 (`runner.agent.host`), not in the sandbox; a handler may end the run with an answer.
@@ -163,6 +168,7 @@ class _Conversation:
         self.messages: list[Message] = [{"role": "system", "content": system},
                                         {"role": "user", "content": self.protocol.task_message(task)}]
         self.tools = self.protocol.tools(self.functions)
+        self.rules = self.protocol.conversation_rules()  # code blocks answered the protocol's way
         self.turns: list[AgentTurn] = []
         self._partial: _Partial | None = None
         self.log, self.log_problem = _open_log(agent._log_target, sandbox)
@@ -233,7 +239,7 @@ class _Conversation:
         partial.reply = reply
 
         step = partial.step
-        if reply.finish_reason == "length":
+        if reply.finish_reason == "length" and not self.protocol.reads_cut_replies:
             parsed = ParsedReply()
             stop = self._truncated(reply, step)
         else:
@@ -254,8 +260,12 @@ class _Conversation:
             step.notes.append("the sandbox time budget of this conversation is used up: nothing more "
                               "can run. Give your final answer now")
         ends = answer is not None or stop is not None
-        feedback_messages = [] if ends else self.protocol.feedback_messages(
-            reply, step.observations, step.notes)
+        if ends:
+            feedback_messages: list[Message] = []
+        elif self.rules is not None:
+            feedback_messages = self.rules.respond(reply, step.observations, step.notes)
+        else:
+            feedback_messages = self.protocol.feedback_messages(reply, step.observations, step.notes)
         self._record(self._turn_record(partial, feedback_messages=feedback_messages))
         self.messages += [reply.message, *feedback_messages]
         if answer is not None:
@@ -418,18 +428,15 @@ class _Conversation:
 
     def _code(self, action: CodeAction, meta: dict[str, Any], step: _Step, *, label: str
               ) -> tuple[AgentStatus, str] | None:
+        if self.rules is not None:
+            return self._ruled_code(action, meta, step)
         key = _key(action.code.strip())
         if key in self.failed_code:
             return AgentStatus.GAVE_UP, "the model repeated a code block that had just failed"
-        if self.runner.exhausted:
+        result = self._run_block(action.code, meta, step)
+        if result is None:
             return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
                                         "used up before the next code block could run")
-        result, setup = self.runner.run_code(action.code, meta, step.execution_ids)
-        if setup is not None and setup.status is not Status.OK:
-            message = setup.error.message if setup.error else str(setup.status)
-            step.notes.append(f"the functions could not be defined in the session ({message}); "
-                              "calling them will fail")
-        step.results.append(result)
         observation = feedback.observe(
             result, label=label, template=self.template, kind="code",
             max_chars=self.agent.max_feedback_chars, require_output=self.protocol.require_output)
@@ -439,9 +446,38 @@ class _Conversation:
             self.failed_code.clear()
             return None
         self.failed_code.add(key)
+        return None
+
+    def _run_block(self, code: str, meta: dict[str, Any], step: _Step) -> ExecutionResult | None:
+        """Run a block in the session (None when the budget is used up), with notes for the
+        model when the functions could not be defined or the session's process was lost."""
+        if self.runner.exhausted:
+            return None
+        result, setup = self.runner.run_code(code, meta, step.execution_ids)
+        if setup is not None and setup.status is not Status.OK:
+            message = setup.error.message if setup.error else str(setup.status)
+            step.notes.append(f"the functions could not be defined in the session ({message}); "
+                              "calling them will fail")
+        step.results.append(result)
         if result.status in (Status.TIMEOUT, Status.MEMORY_LIMIT, Status.CRASHED):
             step.notes.append("the session's process was stopped, so the next block starts in a "
                               "fresh one: variables and imports from earlier blocks are gone")
+        return result
+
+    def _ruled_code(self, action: CodeAction, meta: dict[str, Any], step: _Step
+                    ) -> tuple[AgentStatus, str] | None:
+        """A block under the protocol's own rules: they say what runs and what the model
+        reads; the loop runs it in the session and keeps the budget."""
+        assert self.rules is not None
+        code = self.rules.code_to_run(action)
+        if code is None:
+            step.observations.append(self.rules.report(action, None))
+            return None
+        result = self._run_block(code, meta, step)
+        if result is None:
+            return AgentStatus.BUDGET, (f"the sandbox time budget of {self.agent.budget_s:g} s was "
+                                        "used up before the next code block could run")
+        step.observations.append(self.rules.report(action, result))
         return None
 
     def _count_failing_block(self, observation: ActionReport, step: _Step) -> None:

@@ -2,6 +2,7 @@
 
     from runner.math import extract_answer, is_equivalent, check
     answer = extract_answer(reply)                 # the last \\boxed{...}, or None
+    answer = extract_answer(output, fallback=True) # a whole output's answer, wherever it is
     is_equivalent("\\frac{1}{4}", answer)           # True / False, never raises
     verdict = check(gold, answer)                 # Verdict: equal, rule, reason, forms, version
 
@@ -20,8 +21,9 @@
 share one. Solving: `runner.math.mathchat`; evaluation: `runner.math.evaluation`;
 training: `runner.math.training` (all loaded on first use, since they stand on the
 agent, which itself reads answers with this package). Rules and limits:
-`runner.math.checker`; normalisation: `runner.math.normalize`; extraction:
-`runner.math.extract`; datasets: `runner.math.datasets` and `runner.math.data`.
+`runner.math.checker`; normalisation: `runner.math.normalize` and `runner.math.numerals`;
+extraction: `runner.math.extract` (whole outputs: `runner.math.reading`); datasets:
+`runner.math.datasets` and `runner.math.data`.
 """
 
 from __future__ import annotations

@@ -9,24 +9,42 @@
 How a pair is decided (the first rule that applies wins; `Verdict.rule` names it):
 
 1. `empty` / `too_long`: no candidate, or an answer over `MAX_ANSWER_CHARS` (then only an
-   exact string match counts).
-2. Both answers are normalised (`runner.math.normalize`); an answer stating alternatives
-   (`\\\\frac23 \\\\approx 0.67`) matches when any alternative does.
-3. `choices`: multiple-choice letters compare as sets (`\\\\text{A,C,F}` = `A, C, F`).
-4. `text`: a text answer (`\\\\text{Evelyn}`) compares case-insensitively as words.
-5. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
+   exact string match counts), except an integer written out, of up to
+   `MAX_INTEGER_DIGITS` digits (a program's print of `10**100000`), which is read as one.
+2. Both answers are normalised (`runner.math.normalize`); with `printed=True` the candidate
+   is a program's printed output, read as Python's or sympy's forms (`[2, 3]` the
+   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`). A gold answer stating
+   alternatives (`\\frac23 \\approx 0.67`) matches when any alternative does. A candidate's
+   alternatives must state one value (`hedge` otherwise): `\\frac13 \\approx 0.33` and
+   `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
+   and `\\frac13 \\approx 0.5` count for neither value.
+3. `choices`: multiple-choice letters compare as sets (`\\text{A,C,F}` = `A, C, F`).
+4. `hedge`: a candidate followed by words that name another value or hedge it
+   (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`) is not equal to anything.
+5. `text`: a text answer (`\\text{Evelyn}`) compares case-insensitively as words.
+6. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
    A unit on one side only is accepted (the problem fixed it).
-6. `time`: a.m. vs p.m. differ; clock times (`4:30 p.m.`) compare as times of day.
-7. `variable`: both answers are assignments to different variables (`x = 5`, `y = 5`).
+7. `time`: a.m. vs p.m. differ; clock times (`4:30 p.m.`) compare as times of day.
+8. `variable`: both answers are assignments to different variables (`x = 5`, `y = 5`).
+9. `numeral`: a numeral with a base subscript (`1011_2`, `0.0011_{2}`) equals a numeral of
+   the same value in any base, or the same digits written without a base (the problem
+   named it); anything else is not an answer in that base.
    `identical`: the normalised forms are the same string.
-8. `number` / `numbers`: both sides are plain numbers, or lists of them (integers, decimals, `a/b`): exact comparison,
-   so `0.3333333` is not `1/3` and `0.25` is `1/4`. With `allow_decimal=True` (the problem
-   asked for a decimal or a rounded answer) a decimal agrees with a value when it states
-   that value to its own digits (see `normalize.decimal_agrees`). Lists: `1, 2` and
-   `\\{1, 2\\}` are sets (order does not matter); `(1, 2)` and `[1, 2)` keep their order
-   and their brackets (open and closed ends differ).
-9. `symbolic`: Math-Verify compares the normalised forms (intervals, sets, tuples, matrices,
-   equations, radicals, `\\\\pi`, complex numbers). Decimals are rewritten as exact fractions
+10. `number` / `numbers`: both sides are plain numbers, or lists of them (integers,
+   decimals, `a/b`): exact comparison, so `0.3333333` is not `1/3` and `0.25` is `1/4`.
+   `float`: a decimal of 12 significant digits or more is a program's floating-point print
+   and counts as the exact value it states to that many digits (`0.0833333333333333` for
+   1/12). A decimal comma (`1000,99`, `0,111`) reads as one against a number written with
+   a point (`numerals.decimal_comma`). With `allow_decimal=True` (the problem asked for a
+   decimal or a rounded answer) a decimal agrees with a value when it states that value to
+   its own digits (see `numerals.decimal_agrees`). Lists: `1, 2` and `\\{1, 2\\}` are sets
+   (order does not matter); `(1, 2)` and `[1, 2)` keep their order and their brackets (open
+   and closed ends differ).
+11. `exact`: both sides are exact numbers (no decimal, no variable): compared exactly,
+   rationals by value (`\\frac{1}{2004!}` is not `\\frac{1}{2005!}`, which Math-Verify's
+   rounding to six places would find equal), others to 50 significant digits.
+12. `symbolic`: Math-Verify compares the normalised forms (intervals, sets, tuples, matrices,
+   equations, radicals, `\\pi`, complex numbers). Decimals are rewritten as exact fractions
    first unless `allow_decimal` is set. The worker process has `timeout_s` to answer; a
    timeout, crash or parse failure gives `equal=False` with `failed=True` and the reason.
 """
@@ -48,16 +66,20 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict
 
 from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, Failure
-from .checker_worker import CompareReply, CompareRequest
-from .normalize import (
-    MAX_ANSWER_CHARS,
-    Normalized,
+from .checker_worker import MAX_INTEGER_DIGITS, CompareReply, CompareRequest
+from .normalize import MAX_ANSWER_CHARS, Normalized, normalize_answer
+from .numerals import (
+    FLOAT_DIGITS,
+    approximates,
     decimal_agrees,
+    decimal_comma,
     decimal_places,
-    normalize_answer,
+    literal_places,
     number_list,
+    numeral_value,
     plain_number,
     significant_digits,
+    states_float,
 )
 
 __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "check",
@@ -65,7 +87,7 @@ __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "c
 
 # Bumped whenever a rule here or in normalize.py changes what is equal, so that published
 # numbers name the checker that produced them.
-CHECKER_RULES_VERSION = "1"
+CHECKER_RULES_VERSION = "2"
 DEFAULT_TIMEOUT_S = 5.0
 # The worker's own interval timer fires at this share of the limit: a clean "timeout"
 # verdict without the cost of killing and restarting a process, when Python code is slow.
@@ -96,7 +118,7 @@ def _package_version(name: str) -> str:
 
 def checker_version() -> str:
     """Which checker decided: the rules' version and Math-Verify's, e.g.
-    `runner-math/1 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
+    `runner-math/2 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
     return (f"runner-math/{CHECKER_RULES_VERSION} "
             f"math-verify/{_package_version('math-verify')} "
             f"latex2sympy2_extended/{_package_version('latex2sympy2_extended')}")
@@ -116,6 +138,7 @@ class Verdict(BaseModel):
     gold_parsed: str | None = None  # what the symbolic checker read, when it ran
     candidate_parsed: str | None = None
     allow_decimal: bool = False
+    printed: bool = False  # the candidate was read as a program's printed output
     checker_version: str
 
 
@@ -125,6 +148,18 @@ class _Pending:
 
     gold: Normalized
     candidate: Normalized
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the symbolic step must do for one pair of answers: first confirm that the
+    candidate's alternatives agree (`agreements`: each pair must state the same value), then
+    return `decided` if the text rules found the answers equal, else compare `pairs` (the
+    first equal one wins)."""
+
+    agreements: tuple[_Pending, ...]
+    pairs: tuple[_Pending, ...]
+    decided: Verdict | None = None
 
 
 def _show(form: Normalized) -> str:
@@ -141,7 +176,8 @@ class Checker:
 
     `workers`: processes for the symbolic step (default: the CPU count, at most 4);
     `timeout_s`: the limit for one symbolic comparison, enforced by killing the process;
-    `memory_mb`: each process's address-space limit. Use as a context manager, or call
+    `memory_mb`: each process's address space beyond what it is forked with (a forked
+    process starts with its parent's mappings). Use as a context manager, or call
     `close()`; the module-level functions share one lazily created Checker.
     """
 
@@ -158,36 +194,38 @@ class Checker:
 
     # -- public ---------------------------------------------------------------------------------
 
-    def check(self, gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
-        """The verdict on one pair (never raises for any answer text)."""
-        decided = self._decide(gold, candidate, allow_decimal)
-        if isinstance(decided, Verdict):
-            return decided
-        return self._symbolic(decided, allow_decimal)
+    def check(self, gold: str, candidate: str | None, *, allow_decimal: bool = False,
+              printed: bool = False) -> Verdict:
+        """The verdict on one pair (never raises for any answer text). `printed=True` when
+        a program printed the candidate (Program of Thoughts): it is read as Python's or
+        sympy's output (`[2, 3]` are the solutions, `I` the imaginary unit)."""
+        decided = self._decide(gold, candidate, allow_decimal, printed)
+        verdict = decided if isinstance(decided, Verdict) else self._symbolic(decided, allow_decimal)
+        return verdict.model_copy(update={"printed": True}) if printed else verdict
 
     def is_equivalent(self, gold: str, candidate: str | None, *,
-                      allow_decimal: bool = False) -> bool:
-        return self.check(gold, candidate, allow_decimal=allow_decimal).equal
+                      allow_decimal: bool = False, printed: bool = False) -> bool:
+        return self.check(gold, candidate, allow_decimal=allow_decimal, printed=printed).equal
 
     def check_many(self, pairs: Iterable[tuple[str, str | None]], *,
-                   allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+                   allow_decimal: bool | Sequence[bool] = False,
+                   printed: bool | Sequence[bool] = False) -> list[Verdict]:
         """Verdicts for many pairs, in order. Pairs that need the symbolic checker run on
         all workers at once; repeated pairs are decided once."""
         items = list(pairs)
-        flags = [allow_decimal] * len(items) if isinstance(allow_decimal, bool) \
-            else list(allow_decimal)
-        if len(flags) != len(items):
-            raise ValueError("allow_decimal must be one flag or one per pair")
+        flags = _flags("allow_decimal", allow_decimal, len(items))
+        printed_flags = _flags("printed", printed, len(items))
         results: list[Verdict | None] = [None] * len(items)
-        pending: dict[tuple[str, str | None, bool], list[int]] = {}
-        for index, ((gold, candidate), flag) in enumerate(zip(items, flags, strict=True)):
-            pending.setdefault((gold, candidate, flag), []).append(index)
-        slow: list[tuple[bool, list[_Pending], list[int]]] = []
-        for (gold, candidate, flag), indexes in pending.items():
-            decided = self._decide(gold, candidate, flag)
+        pending: dict[tuple[str, str | None, bool, bool], list[int]] = {}
+        for index, ((gold, candidate), flag, from_print) in enumerate(
+                zip(items, flags, printed_flags, strict=True)):
+            pending.setdefault((gold, candidate, flag, from_print), []).append(index)
+        slow: list[tuple[bool, _Plan, list[int]]] = []
+        for (gold, candidate, flag, from_print), indexes in pending.items():
+            decided = self._decide(gold, candidate, flag, from_print)
             if isinstance(decided, Verdict):
                 for index in indexes:
-                    results[index] = decided
+                    results[index] = _marked(decided, from_print)
             else:
                 slow.append((flag, decided, indexes))
         if slow:
@@ -196,7 +234,7 @@ class Checker:
                 verdicts = executor.map(lambda job: self._symbolic(job[1], job[0]), slow)
                 for (_, _, indexes), verdict in zip(slow, verdicts, strict=True):
                     for index in indexes:
-                        results[index] = verdict
+                        results[index] = _marked(verdict, printed_flags[index])
         return [verdict for verdict in results if verdict is not None]
 
     def close(self) -> None:
@@ -216,25 +254,31 @@ class Checker:
                        allow_decimal=allow_decimal, checker_version=self.version,
                        **extra)  # type: ignore[arg-type]
 
-    def _decide(self, gold: str, candidate: str | None,
-                allow_decimal: bool) -> Verdict | list[_Pending]:
-        """A verdict from the text rules, or the pairs of forms the symbolic step must see."""
+    def _decide(self, gold: str, candidate: str | None, allow_decimal: bool,
+                printed: bool = False) -> Verdict | _Plan:
+        """A verdict from the text rules, or what the symbolic step must still do."""
         if candidate is None or not candidate.strip():
             return self._verdict(False, "empty", "there is no candidate answer",
                                  gold[:200], "", allow_decimal)
-        if len(gold) > MAX_ANSWER_CHARS or len(candidate) > MAX_ANSWER_CHARS:
+        long_forms = _long_forms(gold, candidate)
+        if long_forms is None:
             same = gold.strip() == candidate.strip()
             return self._verdict(
                 same, "too_long",
-                f"an answer longer than {MAX_ANSWER_CHARS} characters is compared as text "
-                f"only: {'identical' if same else 'they differ'}",
+                f"an answer longer than {MAX_ANSWER_CHARS} characters (other than an integer "
+                f"of up to {MAX_INTEGER_DIGITS:,} digits) is compared as text only: "
+                f"{'identical' if same else 'they differ'}",
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
         try:
-            gold_forms = normalize_answer(gold)
-            candidate_forms = normalize_answer(candidate, candidate=True)
+            gold_forms = long_forms[0] or normalize_answer(gold)
+            candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
+                                                                printed=printed)
         except Exception as exc:
             return self._verdict(False, "error", f"normalisation failed: {type(exc).__name__}",
                                  gold[:200], candidate[:200], allow_decimal, failed=True)
+        agreements = self._agreements(candidate_forms, gold_forms, allow_decimal)
+        if isinstance(agreements, Verdict):
+            return agreements
         first: Verdict | None = None
         pending: list[_Pending] = []
         for gold_form in gold_forms:
@@ -242,14 +286,36 @@ class Checker:
                 decided = self._decide_forms(gold_form, candidate_form, allow_decimal)
                 if isinstance(decided, Verdict):
                     if decided.equal:
-                        return decided
+                        return _Plan(agreements, (), decided) if agreements else decided
                     first = first or decided
                 else:
                     pending.append(decided)
         if pending:
-            return pending
+            return _Plan(agreements, tuple(pending))
         assert first is not None
         return first
+
+    def _agreements(self, candidate_forms: list[Normalized], gold_forms: list[Normalized],
+                    allow_decimal: bool) -> Verdict | tuple[_Pending, ...]:
+        """A candidate that states alternatives (`\\frac{1}{3} \\approx 0.33`) counts only if
+        they state one value: a verdict when the text rules find they do not, else the pairs
+        of alternatives the symbolic step must confirm (none when the text rules could)."""
+        if len(candidate_forms) < 2:
+            return ()
+        first, *others = candidate_forms
+        pending: list[_Pending] = []
+        for other in others:
+            values = plain_number(first.latex), plain_number(other.latex)
+            if values[0] is None or values[1] is None:
+                pending.append(_Pending(first, other))
+            elif not approximates(values[0], literal_places(first.latex), values[1],
+                                  literal_places(other.latex)):
+                return self._verdict(
+                    False, "hedge", f"the answer hedges between values that differ: "
+                                    f"{_show(first)} and {_show(other)}",
+                    " | ".join(_show(form) for form in gold_forms),
+                    " ≈ ".join(_show(form) for form in candidate_forms), allow_decimal)
+        return tuple(pending)
 
     def _decide_forms(self, gold: Normalized, candidate: Normalized,
                       allow_decimal: bool) -> Verdict | _Pending:
@@ -265,6 +331,9 @@ class Checker:
                                                  "the other is not")
             return verdict(equal, "choices",
                            "the same choice letters" if equal else "different choice letters")
+        if candidate.hedge is not None:
+            return verdict(False, "hedge", f"the answer is hedged ({candidate.hedge.strip()!r}): "
+                                           "it names another value")
         if gold.words is not None or candidate.words is not None:
             gold_words = gold.words if gold.words is not None else gold.plain
             candidate_words = candidate.words if candidate.words is not None \
@@ -286,12 +355,18 @@ class Checker:
         if gold.variable and candidate.variable and gold.variable != candidate.variable:
             return verdict(False, "variable", f"different variables: {gold.variable} = ... vs "
                                               f"{candidate.variable} = ...")
+        if gold.numeral is not None or candidate.numeral is not None:
+            return verdict(*_compare_numerals(gold, candidate))
         if gold.key == candidate.key:
             return verdict(True, "identical", "the same after normalisation")
-        gold_number, candidate_number = plain_number(gold.latex), plain_number(candidate.latex)
+        gold_number, candidate_number = _number(gold, candidate), _number(candidate, gold)
         if gold_number is not None and candidate_number is not None:
             if gold_number == candidate_number:
                 return verdict(True, "number", "the same number")
+            if states_float(gold_number, candidate.latex) or \
+                    states_float(candidate_number, gold.latex):
+                return verdict(True, "float", f"a decimal of {FLOAT_DIGITS} significant digits or "
+                                              "more states the exact value (a float's print)")
             if allow_decimal:
                 agrees = decimal_agrees(gold_number, decimal_places(gold.latex),
                                         candidate_number, decimal_places(candidate.latex),
@@ -307,22 +382,35 @@ class Checker:
                 return verdict(*decided)
         return _Pending(gold, candidate)
 
-    def _symbolic(self, pending: list[_Pending], allow_decimal: bool) -> Verdict:
+    def _symbolic(self, plan: _Plan, allow_decimal: bool) -> Verdict:
+        for agreement in plan.agreements:
+            verdict = self._compare(agreement, allow_decimal, agree=True)
+            if not verdict.equal:
+                reason = ("the answer hedges between values that differ: "
+                          f"{_show(agreement.gold)} and {_show(agreement.candidate)}")
+                if verdict.failed:
+                    reason = f"the answer's alternatives could not be compared ({verdict.reason})"
+                return verdict.model_copy(update={"rule": "hedge", "reason": reason})
+        if plan.decided is not None:
+            return plan.decided
         first: Verdict | None = None
-        for pair in pending:
-            with self._ids_lock:
-                request_id = next(self._ids)
-            request = CompareRequest(id=request_id, gold=pair.gold.latex,
-                                     candidate=pair.candidate.latex, allow_decimal=allow_decimal,
-                                     soft_timeout_s=self.timeout_s * _SOFT_SHARE)
-            outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
-                                                      self.timeout_s - _KILL_MARGIN_S))
-            verdict = self._from_outcome(outcome, pair, allow_decimal)
+        for pair in plan.pairs:
+            verdict = self._compare(pair, allow_decimal)
             if verdict.equal:
                 return verdict
             first = first or verdict
         assert first is not None
         return first
+
+    def _compare(self, pair: _Pending, allow_decimal: bool, *, agree: bool = False) -> Verdict:
+        with self._ids_lock:
+            request_id = next(self._ids)
+        request = CompareRequest(id=request_id, gold=pair.gold.latex, candidate=pair.candidate.latex,
+                                 allow_decimal=allow_decimal, agree=agree,
+                                 soft_timeout_s=self.timeout_s * _SOFT_SHARE)
+        outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
+                                                  self.timeout_s - _KILL_MARGIN_S))
+        return self._from_outcome(outcome, pair, allow_decimal)
 
     def _from_outcome(self, outcome: CompareReply | Failure, pair: _Pending,
                       allow_decimal: bool) -> Verdict:
@@ -335,6 +423,66 @@ class Checker:
                              shown_candidate, allow_decimal, failed=failed,
                              gold_parsed=outcome.gold_parsed,
                              candidate_parsed=outcome.candidate_parsed)
+
+
+def _marked(verdict: Verdict, printed: bool) -> Verdict:
+    return verdict.model_copy(update={"printed": True}) if printed else verdict
+
+
+def _flags(name: str, value: bool | Sequence[bool], count: int) -> list[bool]:
+    flags = [value] * count if isinstance(value, bool) else list(value)
+    if len(flags) != count:
+        raise ValueError(f"{name} must be one flag or one per pair")
+    return flags
+
+
+_LONG_INTEGER = re.compile(r"\s*(-?\d+)\s*")
+
+
+def _long_forms(gold: str, candidate: str) -> tuple[list[Normalized] | None,
+                                                    list[Normalized] | None] | None:
+    """Answers over `MAX_ANSWER_CHARS`: an integer written out (up to `MAX_INTEGER_DIGITS`
+    digits, as a program prints `10**100000`) becomes its form directly; None when a long
+    answer is anything else (then only the text is compared). (None, None) when neither
+    answer is long."""
+    forms: list[list[Normalized] | None] = []
+    for text in (gold, candidate):
+        if len(text) <= MAX_ANSWER_CHARS:
+            forms.append(None)
+            continue
+        match = _LONG_INTEGER.fullmatch(text) if len(text) <= MAX_INTEGER_DIGITS + 100 else None
+        if match is None:
+            return None
+        digits = match.group(1)
+        forms.append([Normalized(latex=digits, key=digits)])
+    return forms[0], forms[1]
+
+
+def _number(form: Normalized, other: Normalized) -> Fraction | None:
+    """A plain number's value; a number written with a decimal comma (`1000,99`) counts as
+    one only against a number written with a point, which shows that the comma is one."""
+    value = plain_number(form.latex)
+    if value is not None or "." not in other.latex or plain_number(other.latex) is None:
+        return value
+    return decimal_comma(form.latex)
+
+
+def _compare_numerals(gold: Normalized, candidate: Normalized) -> tuple[bool, str, str]:
+    """Numerals with a base subscript (`1011_2`): equal in value to a numeral of any base,
+    or to the same digits written without a base (the problem named it); anything else is
+    not an answer in that base."""
+    def value(form: Normalized, base: int) -> Fraction | None:
+        if form.numeral is not None:
+            return numeral_value(*form.numeral)
+        return numeral_value(form.latex.strip(), base)
+
+    base = (gold.numeral or candidate.numeral or ("", 10))[1]
+    gold_value, candidate_value = value(gold, base), value(candidate, base)
+    if gold_value is None or candidate_value is None:
+        return False, "numeral", f"one answer is a base-{base} numeral and the other is not"
+    equal = gold_value == candidate_value
+    return equal, "numeral", ("the same value" if equal else "different values") + \
+        f" as numerals (base {base})"
 
 
 _BARE, _BRACES, _PARENTHESES = "", "\\{\\}", "()"
@@ -412,20 +560,26 @@ def _default_checker() -> Checker:
         return _shared
 
 
-def check(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> Verdict:
-    """The verdict on `candidate` against `gold`, with the reason (see `Verdict`)."""
-    return _default_checker().check(gold, candidate, allow_decimal=allow_decimal)
+def check(gold: str, candidate: str | None, *, allow_decimal: bool = False,
+          printed: bool = False) -> Verdict:
+    """The verdict on `candidate` against `gold`, with the reason (see `Verdict`);
+    `printed=True` when a program printed the candidate (see `Checker.check`)."""
+    return _default_checker().check(gold, candidate, allow_decimal=allow_decimal,
+                                    printed=printed)
 
 
-def is_equivalent(gold: str, candidate: str | None, *, allow_decimal: bool = False) -> bool:
+def is_equivalent(gold: str, candidate: str | None, *, allow_decimal: bool = False,
+                  printed: bool = False) -> bool:
     """Whether `candidate` is the same answer as `gold`. Never raises for any answer text.
 
     `allow_decimal=True` when the problem asked for a decimal or rounded answer: then a
-    decimal that states the exact value to its own digits counts (`0.333` for 1/3)."""
-    return check(gold, candidate, allow_decimal=allow_decimal).equal
+    decimal that states the exact value to its own digits counts (`0.333` for 1/3).
+    `printed=True` when a program printed the candidate (`[2, 3]` is then the solutions)."""
+    return check(gold, candidate, allow_decimal=allow_decimal, printed=printed).equal
 
 
 def check_many(pairs: Iterable[tuple[str, str | None]], *,
-               allow_decimal: bool | Sequence[bool] = False) -> list[Verdict]:
+               allow_decimal: bool | Sequence[bool] = False,
+               printed: bool | Sequence[bool] = False) -> list[Verdict]:
     """Verdicts for many (gold, candidate) pairs, in order, using all checker workers."""
-    return _default_checker().check_many(pairs, allow_decimal=allow_decimal)
+    return _default_checker().check_many(pairs, allow_decimal=allow_decimal, printed=printed)

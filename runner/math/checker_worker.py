@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import resource
 import signal
 import sys
@@ -38,11 +39,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .normalize import (
+from .numerals import (
+    FLOAT_DIGITS,
+    approximates,
     decimal_agrees,
     decimal_places,
     exact_decimals,
+    literal_places,
     significant_digits,
+    states_float,
 )
 
 # Parsed forms are shown to people, not re-parsed: a bounded excerpt is enough.
@@ -50,6 +55,14 @@ MAX_PARSED_CHARS = 300
 # The rule of a reply from a process that could not start (its reason says why).
 UNAVAILABLE = "unavailable"
 _MIB = 1024 * 1024
+
+# An integer written out (a program's printed `10**100000`) is read as an integer up to this
+# many digits; reading one costs time quadratic in its length (0.1 s at 100,000 digits).
+MAX_INTEGER_DIGITS = 200_000
+# Both sides exact numbers: equal when they agree to this many significant digits, after
+# exact arithmetic where it applies (rationals, factorials, powers of integers).
+_EXACT_DIGITS = 60
+_INTEGER = re.compile(r"-?\d+")
 
 # Why this process could not start (set by `initialize`), or None.
 _start_failure: str | None = None
@@ -64,6 +77,9 @@ class CompareRequest(BaseModel):
     gold: str
     candidate: str
     allow_decimal: bool = False
+    # Not "are they equal" but "do two alternatives of one answer (`a \\approx b`) state the
+    # same value", one of them possibly rounded: see `numerals.approximates`.
+    agree: bool = False
     soft_timeout_s: float = Field(gt=0)
 
 
@@ -93,6 +109,10 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 
 def _excerpt(value: object) -> str:
+    from sympy import Integer
+
+    if isinstance(value, Integer) and value.p.bit_length() > 4 * MAX_PARSED_CHARS:
+        return f"an integer of about {int(value.p.bit_length() * 0.30103) + 1} digits"
     try:
         text = str(value)
     except Exception:
@@ -104,8 +124,11 @@ def _excerpt(value: object) -> str:
 def _parse(latex: str) -> object | None:
     """The sympy form Math-Verify reads from `latex`, or None (cached: golds repeat)."""
     from math_verify import LatexExtractionConfig, parse
-    from sympy import Basic, MatrixBase
+    from sympy import Basic, Integer, MatrixBase
 
+    if _INTEGER.fullmatch(latex):  # an integer written out: read as what it is, at any length
+        integer: object = Integer(int(latex))
+        return integer
     # LaTeX only: the plain-expression extractor reads a leading number out of text it
     # cannot parse ("2**3+1" -> 2). Python-style answers were made LaTeX by normalisation.
     parsed = parse("$" + latex + "$", extraction_config=[LatexExtractionConfig()],
@@ -154,12 +177,117 @@ def _decimal_rule(request: CompareRequest, gold: object,
         gold_parsed=_excerpt(gold), candidate_parsed=_excerpt(candidate))
 
 
+def _exact_number(expression: object) -> bool:
+    """A number with no decimal in it (no Float), no variable and no infinity."""
+    from sympy import Expr, Float
+
+    return isinstance(expression, Expr) and not expression.free_symbols \
+        and bool(expression.is_number) and not expression.has(Float) \
+        and expression.is_finite is not False
+
+
+def _cheap_to_evaluate(expression: Any) -> bool:
+    """Whether exact arithmetic on `expression` stays within integers of about
+    `MAX_INTEGER_DIGITS` digits: every power has an integer exponent and a result of bounded
+    size, every factorial a bounded argument (`10^{10^{10}}` is left to numeric evaluation)."""
+    from sympy import Integer, factorial, preorder_traversal
+
+    bits_limit = 4 * MAX_INTEGER_DIGITS
+    for node in preorder_traversal(expression):
+        if node.is_Pow:
+            base, exponent = node.args
+            if not isinstance(exponent, Integer):
+                return False
+            size = base.p.bit_length() if isinstance(base, Integer) else 64
+            if abs(int(exponent)) * max(size, 1) > bits_limit:
+                return False
+        elif isinstance(node, factorial):
+            argument = node.args[0]
+            if not isinstance(argument, Integer) or int(argument) > MAX_INTEGER_DIGITS // 4:
+                return False
+    return True
+
+
+def _rational(expression: Any) -> Any:
+    """The expression as a sympy Rational when exact arithmetic makes it one (`1/2004!`,
+    `10^{100000}`), else None."""
+    if expression.is_Rational:
+        return expression
+    if not _cheap_to_evaluate(expression):
+        return None
+    value = expression.doit()
+    return value if value.is_Rational else None
+
+
+def _exact_equal(gold: Any, candidate: Any) -> bool | None:
+    """Both sides exact numbers: whether they are equal, exactly for rationals, else to
+    `_EXACT_DIGITS` significant digits (never Math-Verify's rounding to decimal places,
+    which makes `\\frac{1}{2004!}` equal `\\frac{1}{2005!}`). None when a side is not an
+    exact number or its value cannot be had."""
+    from sympy import N
+
+    if not (_exact_number(gold) and _exact_number(candidate)):
+        return None
+    gold_rational, candidate_rational = _rational(gold), _rational(candidate)
+    if gold_rational is not None and candidate_rational is not None:
+        return bool(gold_rational == candidate_rational)
+    try:
+        gold_value, candidate_value = N(gold, _EXACT_DIGITS), N(candidate, _EXACT_DIGITS)
+        size = max(abs(gold_value), abs(candidate_value))
+        difference = abs(gold_value - candidate_value)
+        if not (size.is_Number and difference.is_Number):
+            return None
+        return bool(difference <= size * 10 ** -(_EXACT_DIGITS - 10))
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+
+
+def _literal_or_value(text: str, parsed: object) -> tuple[Fraction | None, int | None]:
+    """(value, places): a literal number's own value and digits after its point, or an exact
+    form's numeric value with no places."""
+    places = literal_places(text)
+    if places is not None:
+        return Fraction(text.strip()), places
+    return _numeric_value(parsed), None
+
+
+def _agreement(request: CompareRequest, first: object, second: object) -> CompareReply:
+    """Whether two alternatives of one answer state the same value (`agree` requests)."""
+    from math_verify import verify
+
+    first_value, first_places = _literal_or_value(request.gold, first)
+    second_value, second_places = _literal_or_value(request.candidate, second)
+    if first_value is not None and second_value is not None:
+        agrees = approximates(first_value, first_places, second_value, second_places)
+    else:
+        agrees = bool(verify(first, second, timeout_seconds=None, float_rounding=6, strict=True))
+    return CompareReply(id=request.id, equal=agrees, rule="agree",
+                        reason="the alternatives state the same value" if agrees
+                        else "the alternatives state different values",
+                        gold_parsed=_excerpt(first), candidate_parsed=_excerpt(second))
+
+
+def _float_rule(request: CompareRequest) -> CompareReply | None:
+    """One side a decimal of `FLOAT_DIGITS` significant digits or more, the other an exact
+    value it states to that many digits (`4.123105625617661` for `\\sqrt{17}`)."""
+    for literal, other in ((request.candidate, request.gold), (request.gold, request.candidate)):
+        if decimal_places(literal) is None or significant_digits(literal) < FLOAT_DIGITS:
+            continue
+        value = _numeric_value(_parse(exact_decimals(other)))
+        if value is not None and states_float(value, literal):
+            return CompareReply(id=request.id, equal=True, rule="float",
+                                reason=f"a decimal of {FLOAT_DIGITS} significant digits or more "
+                                       "states the exact value (a float's print)")
+    return None
+
+
 def compare(request: CompareRequest) -> CompareReply:
-    """Math-Verify's verdict on two normalised answers, with the decimal rules on top."""
+    """Math-Verify's verdict on two normalised answers, with the decimal rules on top, and
+    exact numbers compared exactly."""
     from math_verify import verify
 
     gold_text, candidate_text = request.gold, request.candidate
-    if not request.allow_decimal:
+    if not request.allow_decimal and not request.agree:
         # 0.3333333 must not pass for 1/3: decimals become the exact fractions they state.
         gold_text, candidate_text = exact_decimals(gold_text), exact_decimals(candidate_text)
     gold = _parse(gold_text)
@@ -171,10 +299,22 @@ def compare(request: CompareRequest) -> CompareReply:
         return CompareReply(id=request.id, equal=False, rule="unparsed",
                             reason="the candidate answer could not be read as mathematics",
                             gold_parsed=_excerpt(gold))
+    if request.agree:
+        return _agreement(request, gold, candidate)
     if request.allow_decimal:
         decided = _decimal_rule(request, gold, candidate)
         if decided is not None:
             return decided
+    else:
+        decided = _float_rule(request)
+        if decided is not None:
+            return decided
+    exact = _exact_equal(gold, candidate)
+    if exact is not None:
+        return CompareReply(
+            id=request.id, equal=exact, rule="exact",
+            reason="both are exact numbers, compared exactly: " + ("equal" if exact else "different"),
+            gold_parsed=_excerpt(gold), candidate_parsed=_excerpt(candidate))
     equal = verify(gold, candidate, timeout_seconds=None, float_rounding=6, strict=True)
     return CompareReply(
         id=request.id, equal=bool(equal), rule="symbolic",
@@ -287,6 +427,7 @@ def initialize(memory_mb: int) -> None:
     is kept in `_start_failure` for `started` and `run` to report."""
     global _start_failure
     signal.signal(signal.SIGALRM, _on_alarm)
+    sys.set_int_max_str_digits(MAX_INTEGER_DIGITS + 10)
     # The host stops a worker with SIGTERM at the hard deadline, often while it is inside a
     # long C call, where a Python-level handler would not run until the call returns: the
     # default action ends the process at once.
@@ -337,6 +478,7 @@ def versions() -> dict[str, str]:
 def main() -> None:
     """For diagnosing a worker that does not start: the same work, with its errors shown."""
     signal.signal(signal.SIGALRM, _on_alarm)
+    sys.set_int_max_str_digits(MAX_INTEGER_DIGITS + 10)
     logging.disable(logging.CRITICAL)
     compare(CompareRequest(id=0, gold="\\frac{1}{2}", candidate="0.5", soft_timeout_s=30))
     sys.stdout.write("".join(f"{name} {version}\n" for name, version in versions().items()))

@@ -25,7 +25,7 @@ How it works:
   counts as that problem unanswered.
 
 The report (`runner.math.report`) gives the accuracy overall, by type and by level, with
-the model, method, backend, dataset, sample and checker version.
+the model, method (and MathChat's variant), backend, dataset, sample and checker version.
 """
 
 from __future__ import annotations
@@ -69,13 +69,14 @@ from .jobs import (
 )
 from .mathchat import (
     DEFAULT_MAX_OUTPUT_CHARS,
-    DEFAULT_MAX_TURNS,
     check_method,
+    check_variant,
+    default_max_turns,
     judge_answer,
     load_functions,
     make_agent,
 )
-from .report import EvaluationReport, build_report
+from .report import EvaluationReport, build_report, recorded_variant
 
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
@@ -119,18 +120,19 @@ class _Settings:
 
     def __init__(self, *, method: str, backend: str, functions: FunctionSet | None,
                  max_turns: int | None, limits: Limits | None, budget_s: float | None,
-                 native_tools: bool, max_output_chars: int) -> None:
+                 native_tools: bool, max_output_chars: int, variant: str | None = None) -> None:
         self.method = check_method(method)
+        self.variant = check_variant(self.method, variant)
         self.backend = backend
         self.functions = functions
-        self.max_turns = max_turns or DEFAULT_MAX_TURNS[self.method]
+        self.max_turns = max_turns or default_max_turns(self.method, self.variant)
         self.limits = limits
         self.budget_s = budget_s
         self.native_tools = native_tools
         self.max_output_chars = max_output_chars
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_turns": self.max_turns, "budget_s": self.budget_s,
+        return {"variant": self.variant, "max_turns": self.max_turns, "budget_s": self.budget_s,
                 "limits": self.limits.model_dump(mode="json") if self.limits else None,
                 "native_tools": self.native_tools, "max_output_chars": self.max_output_chars,
                 "functions": self.functions.to_dict() if self.functions is not None else None}
@@ -140,7 +142,8 @@ class _Settings:
         data = record.settings
         functions = data.get("functions")
         limits = data.get("limits")
-        return cls(method=record.method, backend=record.backend,
+        return cls(method=record.method, variant=recorded_variant(record.method, data),
+                   backend=record.backend,
                    functions=FunctionSet.from_data(functions, where="the evaluation's functions",
                                                    log_store=False) if functions else None,
                    max_turns=data.get("max_turns"),
@@ -164,6 +167,7 @@ def evaluate(dataset: str | Path | Dataset, *, llm: ChatModel | None = None,
              llm_options: dict[str, Any] | None = None, split: str | None = None,
              types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
              limit: int | None = None, seed: int | None = None, method: str = "mathchat",
+             variant: str | None = None,
              functions: FunctionSet | str | Path | None = None, backend: str = "restricted",
              concurrency: int = 1, max_turns: int | None = None, limits: Limits | None = None,
              budget_s: float | None = 120.0, native_tools: bool = True,
@@ -187,7 +191,8 @@ def evaluate(dataset: str | Path | Dataset, *, llm: ChatModel | None = None,
     if limit is not None and limit < 1:
         raise ConfigurationError(f"limit must be at least 1, got {limit}",
                                  fix="pass a positive number of problems, or none for all")
-    settings = _Settings(method=method, backend=backend, functions=load_functions(functions),
+    settings = _Settings(method=method, variant=variant, backend=backend,
+                         functions=load_functions(functions),
                          max_turns=max_turns, limits=limits, budget_s=budget_s,
                          native_tools=native_tools, max_output_chars=max_output_chars)
     loaded = dataset if isinstance(dataset, Dataset) else \
@@ -290,7 +295,8 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
     try:
         with Sandbox(backend=settings.backend, source="math", log_store=store, **options) as box, \
                 Checker(workers=max(1, min(concurrency, os.cpu_count() or 1, 4))) as checker:
-            agent = make_agent(llm, method=settings.method, functions=settings.functions,
+            agent = make_agent(llm, method=settings.method, variant=settings.variant,
+                               functions=settings.functions,
                                sandbox=box, max_turns=settings.max_turns, limits=settings.limits,
                                budget_s=settings.budget_s, native_tools=settings.native_tools,
                                max_output_chars=settings.max_output_chars, log=AgentLog(store))
@@ -313,7 +319,8 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
                     raise Stop(run.error)
                 if stop.is_set() and run.status is not AgentStatus.ANSWERED:
                     return  # stopped (Ctrl-C, an error elsewhere): the problem stays pending
-                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker)
+                verdict = judge_answer(problem.problem, problem.answer, run.final_answer, checker,
+                                       method=settings.method)
                 counted = evaluations.finish_item(
                     record.id, item.position, agent_run_id=run.id, run_status=str(run.status),
                     answer=run.final_answer, correct=verdict.equal,

@@ -7,12 +7,23 @@
 
 Methods (all answers go through the same checker):
 
-- `mathchat`: the model reasons step by step and writes Python blocks (sympy) that run in
-  one sandbox session per problem, so state carries over and earlier blocks never re-run.
-  A block that fails or prints nothing gets feedback asking for a fix or a print; after
-  three failing blocks in a row the model is told to solve the step by reasoning; long
-  output is cut with a warning. The conversation ends on a `\\boxed{}` answer in a reply
-  without code, on TERMINATE (no answer) or at the turn limit (15 model messages).
+- `mathchat`: a conversation in which the model reasons and writes Python blocks (sympy)
+  that run in one sandbox session per problem, so state carries over and earlier blocks
+  never re-run; the answer is the `\\boxed{}` of a reply without code. Its variants
+  (`VARIANTS`, recorded with every solution and evaluation):
+  - `default` and `python`: MathChat as the paper and AutoGen's `MathUserProxyAgent` define
+    it (`runner.math.mathchat_proxy`): AutoGen's prompt of that name in the first user
+    message (`default` with the paper's three strategies), "Continue" for a reply with
+    neither code nor answer, the last expression of a block printed when it prints
+    nothing, AutoGen's texts for errors, missing and too long output, a repeated result
+    and invalid replies, at most 16 model messages. `two_tools` needs Wolfram Alpha and is
+    refused with that reason.
+  - `guided`: this project's own code-block agent, with MathChat's turn limit and stop
+    rule: a system prompt with the method, structured feedback with error codes (a block
+    that fails or prints nothing is told to fix or print; after three failing blocks in a
+    row, to reason the step out), long output cut with a warning, a malformed reply
+    refused, a repeated failing block ending the run, TERMINATE ending it without an
+    answer, at most 15 model messages.
 - `pot` (Program of Thoughts): one program whose printed output is the answer.
 - `vanilla`: no code at all; the answer is the reply's `\\boxed{}`.
 
@@ -20,8 +31,8 @@ Learned functions (a `FunctionSet`) are defined in the session, so blocks call t
 any Python function, and are offered as native tool calls too (dropped for the rest of
 the conversation if the server refuses them).
 
-Everything runs through the agent loop (`runner.agent`) with the `code` protocol set up
-the MathChat way, so each conversation, its executions and its feedback are in the log.
+Everything runs through the agent loop (`runner.agent`), so each conversation, its
+executions and what the model was told are in the log.
 """
 
 from __future__ import annotations
@@ -43,18 +54,24 @@ from ..types import Limits
 from .checker import Checker, Verdict, asks_for_decimal, check
 from .datasets import Problem
 from .extract import last_boxed
+from .mathchat_proxy import WOLFRAM_UNREACHABLE, MathChatProxyProtocol
 
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
 
-__all__ = ["DEFAULT_MAX_TURNS", "METHODS", "Method", "Solution", "make_agent", "math_protocol",
-           "solve"]
+__all__ = ["DEFAULT_MAX_TURNS", "DEFAULT_VARIANT", "METHODS", "VARIANTS", "Method", "Solution",
+           "Variant", "default_max_turns", "make_agent", "math_protocol", "solve"]
 
 Method = Literal["mathchat", "pot", "vanilla"]
 METHODS: tuple[str, ...] = get_args(Method)
-# Model messages per conversation at most. MathChat stops a conversation after 15; the
-# baselines are single replies by definition.
+Variant = Literal["default", "python", "two_tools", "guided"]
+VARIANTS: tuple[str, ...] = get_args(Variant)
+DEFAULT_VARIANT = "default"
+# Model messages per conversation at most. MathChat's guided variant stops a conversation
+# after 15; AutoGen's proxy makes 15 automatic replies, so 16 messages; the baselines are
+# single replies by definition.
 DEFAULT_MAX_TURNS: dict[str, int] = {"mathchat": 15, "pot": 1, "vanilla": 1}
+_PROXY_MAX_TURNS = 16
 REASON_AFTER_FAILURES = 3
 DEFAULT_MAX_OUTPUT_CHARS = 2000  # what the model reads of one block's output
 STOP_WORD = "TERMINATE"
@@ -95,19 +112,28 @@ Think step by step in words and formulas. End your reply with the final answer i
 \\boxed{2\\sqrt{5}}), or as a decimal only if the problem asks for one."""
 
 
-def _functions_text(functions: FunctionSet, *, native: bool) -> str:
+def default_max_turns(method: str, variant: str | None = None) -> int:
+    """Model messages per conversation at most, for a method (and MathChat variant)."""
+    if method == "mathchat" and (variant or DEFAULT_VARIANT) != "guided":
+        return _PROXY_MAX_TURNS
+    return DEFAULT_MAX_TURNS[method]
+
+
+def _functions_text(functions: FunctionSet, *, native: bool, json_calls: bool = True) -> str:
     if not len(functions):
         return ""
     how = ("call them in your Python blocks like any function. You may also call one on its own "
            "through the tool-calling interface" if native else
            "call them in your Python blocks like any function")
-    return ("\n\nThese functions are already defined in the Python session; " + how + ", or "
-            'with a ```json block holding {"function": "<name>", "arguments": {...}}.\n'
-            + functions_reference(functions))
+    json = (', or with a ```json block holding {"function": "<name>", "arguments": {...}}'
+            if json_calls else "")
+    return ("\n\nThese functions are already defined in the Python session; " + how + json
+            + ".\n" + functions_reference(functions))
 
 
-class MathChatProtocol(CodeProtocol):
-    """The code protocol set up the MathChat way (see the module docstring)."""
+class GuidedProtocol(CodeProtocol):
+    """MathChat's guided variant: the code protocol with this project's feedback (see the
+    module docstring)."""
 
     def __init__(self, *, native_tools: bool = True) -> None:
         super().__init__(last_boxed, require_output=True,
@@ -162,11 +188,35 @@ def check_method(method: str) -> Method:
     return method  # type: ignore[return-value]
 
 
-def math_protocol(method: str, *, native_tools: bool = True) -> ReplyProtocol:
-    """The reply protocol of a method."""
+def check_variant(method: str, variant: str | None) -> str | None:
+    """The MathChat variant a method runs with (None for the baselines)."""
+    if method != "mathchat":
+        if variant not in (None, DEFAULT_VARIANT):
+            raise ConfigurationError(f"variant {variant!r} is MathChat's; method {method!r} has none",
+                                     fix="leave out the variant, or use --method mathchat")
+        return None
+    chosen = variant or DEFAULT_VARIANT
+    if chosen not in VARIANTS:
+        raise ConfigurationError(f"unknown MathChat variant {chosen!r}",
+                                 fix=f"use one of: {', '.join(VARIANTS)}")
+    if chosen == "two_tools":
+        raise ConfigurationError(f"MathChat's two_tools variant cannot run here: {WOLFRAM_UNREACHABLE}",
+                                 fix="use --variant default or --variant python")
+    return chosen
+
+
+def math_protocol(method: str, *, native_tools: bool = True, variant: str | None = None,
+                  functions: FunctionSet | None = None) -> ReplyProtocol:
+    """The reply protocol of a method (and MathChat variant)."""
     chosen = check_method(method)
+    variant = check_variant(chosen, variant)
     if chosen == "mathchat":
-        return MathChatProtocol(native_tools=native_tools)
+        if variant == "guided":
+            return GuidedProtocol(native_tools=native_tools)
+        return MathChatProxyProtocol(variant, native_tools=native_tools,
+                                     functions_text=_functions_text(
+                                         functions, native=native_tools, json_calls=False)
+                                     if functions is not None else "")
     if chosen == "pot":
         return ProgramProtocol()
     return VanillaProtocol()
@@ -188,6 +238,7 @@ class Solution(BaseModel):
 
     run_id: str
     method: str
+    variant: str | None = None  # MathChat's variant (see VARIANTS); None for the baselines
     problem: str
     status: AgentStatus
     answer: str | None = None
@@ -209,7 +260,8 @@ class Solution(BaseModel):
         return data
 
 
-def make_agent(llm: ChatModel, *, method: str = "mathchat", functions: FunctionSet | None = None,
+def make_agent(llm: ChatModel, *, method: str = "mathchat", variant: str | None = None,
+               functions: FunctionSet | None = None,
                sandbox: Sandbox | None = None, max_turns: int | None = None,
                limits: Limits | None = None, budget_s: float | None = 120.0,
                native_tools: bool = True, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
@@ -218,32 +270,38 @@ def make_agent(llm: ChatModel, *, method: str = "mathchat", functions: FunctionS
     """The agent that solves problems by `method` (one per evaluation; safe to share by
     threads, each run has its own conversation and session)."""
     chosen = check_method(method)
-    return Agent(llm, functions, protocol=math_protocol(chosen, native_tools=native_tools),
-                 sandbox=sandbox, max_turns=max_turns or DEFAULT_MAX_TURNS[chosen],
+    variant = check_variant(chosen, variant)
+    protocol = math_protocol(chosen, native_tools=native_tools, variant=variant, functions=functions)
+    return Agent(llm, functions, protocol=protocol,
+                 sandbox=sandbox, max_turns=max_turns or default_max_turns(chosen, variant),
                  budget_s=budget_s, limits=limits, max_feedback_chars=max_output_chars,
                  log=log, on_turn=on_turn)
 
 
 def solution_from_run(run: AgentRun, *, method: str, problem: str, gold: str | None,
-                      verdict: Verdict | None) -> Solution:
+                      verdict: Verdict | None, variant: str | None = None) -> Solution:
     blocks = sum(1 for turn in run.turns for action in turn.actions if action.get("kind") == "code")
-    return Solution(run_id=run.id, method=method, problem=problem, status=run.status,
+    return Solution(run_id=run.id, method=method, variant=variant, problem=problem, status=run.status,
                     answer=run.final_answer, stop_reason=run.stop_reason, error=run.error,
                     turns=len(run.turns), code_blocks=blocks, sandbox_ms=run.sandbox_ms,
                     gold=gold, correct=None if verdict is None else verdict.equal,
                     verdict=verdict, run=run)
 
 
-def judge_answer(problem: str, gold: str, answer: str | None, checker: Checker | None = None) -> Verdict:
-    """The checker's verdict on `answer`, decimals allowed when the problem asks for one."""
+def judge_answer(problem: str, gold: str, answer: str | None, checker: Checker | None = None,
+                 *, method: str = "mathchat") -> Verdict:
+    """The checker's verdict on `answer`, decimals allowed when the problem asks for one; a
+    `pot` answer is what the program printed, read as Python's or sympy's output."""
     allow_decimal = asks_for_decimal(problem)
+    printed = method == "pot"
     if checker is not None:
-        return checker.check(gold, answer, allow_decimal=allow_decimal)
-    return check(gold, answer, allow_decimal=allow_decimal)
+        return checker.check(gold, answer, allow_decimal=allow_decimal, printed=printed)
+    return check(gold, answer, allow_decimal=allow_decimal, printed=printed)
 
 
 def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | None = None,
           base_url: str | None = None, api_key: str | None = None, method: str = "mathchat",
+          variant: str | None = None,
           functions: FunctionSet | str | Path | None = None, sandbox: Sandbox | None = None,
           backend: str = "restricted", max_turns: int | None = None, limits: Limits | None = None,
           budget_s: float | None = 120.0, native_tools: bool = True,
@@ -255,8 +313,10 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
     The model is `llm`, or an `OpenAIChat` made from `model`, `base_url` and `api_key`
     (which fall back to RUNNER_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY). Without a
     `sandbox`, one of `backend` is opened for this problem and closed after. With a `gold`
-    answer the solution carries the checker's verdict.
+    answer the solution carries the checker's verdict. `variant` is MathChat's (see
+    `VARIANTS`; default `default`).
     """
+    variant = check_variant(check_method(method), variant)
     if llm is None:
         from ..agent.llm import OpenAIChat
 
@@ -268,7 +328,7 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
     owns_sandbox = sandbox is None
     box = sandbox if sandbox is not None else Sandbox(backend=backend, source="math")
     try:
-        agent = make_agent(llm, method=method, functions=function_set, sandbox=box,
+        agent = make_agent(llm, method=method, variant=variant, functions=function_set, sandbox=box,
                            max_turns=max_turns, limits=limits, budget_s=budget_s,
                            native_tools=native_tools, max_output_chars=max_output_chars,
                            on_turn=on_turn, log=log)
@@ -276,5 +336,7 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
     finally:
         if owns_sandbox:
             box.close()
-    verdict = judge_answer(text, gold, run.final_answer, checker) if gold is not None else None
-    return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict)
+    verdict = judge_answer(text, gold, run.final_answer, checker, method=method) \
+        if gold is not None else None
+    return solution_from_run(run, method=method, problem=text, gold=gold, verdict=verdict,
+                             variant=variant)

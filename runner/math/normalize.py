@@ -8,20 +8,29 @@ a time of day). Several forms come back when the answer states alternatives, e.g
 
 What is normalised, in order:
 - math delimiters (`$...$`, `\\(...\\)`, `\\[...\\]`) and a whole-answer `\\boxed{}`;
+- Python's and sympy's printed forms (`sqrt(3)/2`, `x**2`, `Interval.open(-oo, 3)`,
+  `Matrix([[1], [2]])`; with `printed=True` also a list `[2, 3]`, the solutions, and a bare
+  `I`) -> LaTeX, parsed and never evaluated (`runner.math.printed`);
+- `\\mathrm{e}` and `\\mathrm{i}` -> `e` and `i` (Euler's number, the imaginary unit);
 - `\\dfrac`/`\\tfrac` -> `\\frac`, `\\dbinom`/`\\tbinom` -> `\\binom`, `\\left`/`\\right`/`\\big`
   sizes, `\\displaystyle`; `\\mbox`, `\\textbf`, `\\mathrm`, ... -> `\\text`;
-- thousands separators: `10,\\!000`, `2\\,598\\,960`, `23{,}000`, `1,000,000`;
+- thousands separators: `10,\\!000`, `2\\,598\\,960`, `23{,}000`, `1,000,000` (a group
+  never starts with 0: `0,111` keeps its comma, a decimal comma the checker may read);
 - spacing commands `\\! \\, \\; \\: \\ ~ \\quad`; a trailing `.`, `,` or `;`;
 - `\\$` and `%` (recorded as the units "dollar" and "percent"), degrees (`^\\circ`, `°`,
   "degrees": the unit "degree", or converted to radians inside trig functions, where
   `\\sin 30^\\circ` means `\\sin(\\pi/6)`);
 - trailing unit and noun words (`85\\text{ feet}`, `10 ways`, `9\\text{ a.m.}`,
   `440\\text{ cm}^2`): known units are recorded in a canonical name, nouns are dropped;
+  words that hedge or name another value (`\\text{ (or 6)}`, `\\text{ (approximately 8)}`)
+  are recorded as the form's `hedge`;
+- `x \\approx 11`: the variable's name is not an alternative;
 - `\\text{ and }`/`\\text{ or }` between items -> `,`;
 - `x = 5` -> `5` when the right side has no variables;
 - `\\frac12` -> `\\frac{1}{2}`, `\\sqrt2` -> `\\sqrt{2}`, mixed numbers `2\\frac{1}{2}` -> `\\frac{5}{2}`,
   repeating decimals `0.\\overline{3}` -> `\\frac{1}{3}`, `8-1i` -> `8-1 i` (so `i` is read as
-  the imaginary unit).
+  the imaginary unit); a numeral with a base subscript (`0.0011_{2}`) is recorded as its
+  digits and base (`runner.math.numerals`).
 
 All patterns are linear-time and the input is capped (`MAX_ANSWER_CHARS`) by the caller,
 because answers are hostile input.
@@ -34,11 +43,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..agent.boxed import closing_brace
+from .numerals import numeral
+from .printed import looks_printed, printed_latex
 
-__all__ = ["MAX_ANSWER_CHARS", "Normalized", "decimal_agrees", "decimal_places",
-           "exact_decimals", "normalize_answer", "number_list", "plain_number",
-           "significant_digits",
-           "text_key"]
+__all__ = ["MAX_ANSWER_CHARS", "Normalized", "normalize_answer", "text_key", "unit_word"]
 
 # Longer answers are compared as plain strings only: no competition answer is this long,
 # and every rule below must stay cheap on hostile input.
@@ -58,6 +66,8 @@ class Normalized:
     clock: int | None = None  # a time of day h:mm[:ss] in seconds after 0:00
     variable: str | None = None  # `x` of an answer written `x = 5` (then `latex` is `5`)
     plain: str = ""  # the whole answer as words (`text_key`), for comparing with text answers
+    numeral: tuple[str, int] | None = None  # `1011_2`: the digits and the base
+    hedge: str | None = None  # words after the answer that name another value (`\text{ (or 6)}`)
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -119,6 +129,11 @@ _MATH_WORDS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", 
                          "lcm", "max", "min", "det", "inf", "or", "and", "pi", "ex"})
 
 
+def unit_word(word: str) -> str | None:
+    """The canonical unit a single word names (`inches` -> `inch`), or None."""
+    return _UNITS.get(word.lower())
+
+
 def _unit_of(words: list[str], power: int | None) -> tuple[str | None, str | None]:
     """(canonical unit, meridiem) of the words taken off the end of an answer."""
     phrase = " ".join(word.lower() for word in words).strip(" ,;:!?")
@@ -162,21 +177,27 @@ _SIZING = re.compile(r"\\(?:left|right|[bB]igg?[lr]?|displaystyle|textstyle)(?![
 _TEXT_COMMAND = re.compile(
     r"\\(?:textnormal|textrm|textbf|textit|textsf|texttt|textup|mbox|hbox|text|mathrm|mathbf"
     r"|mathit|mathsf)\s*\{")
-_BRACED_COMMA = re.compile(r"(?<=\d)\{,\}(?=\d)")
+_BRACED_COMMA = re.compile(r"(?<=\d)\s?\{\s?,\s?\}\s?(?=\d)")
 _BANG_THOUSANDS = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))")
 _THIN_THOUSANDS = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 # `\\` (a row break in a matrix) is matched first so its second backslash is never read
 # as the start of `\ ` (a space).
 _SPACING = re.compile(r"(\\\\)|\\(?:[,;: ]|quad|qquad)(?![A-Za-z])|~")
 _NEGATIVE_SPACE = re.compile(r"(\\\\)|\\!")
-_COMMA_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_BRACED_COMMA_NUMBER = re.compile(r"(?<=\{)\d{1,3}(?:,\d{3})+(?=\})")
+# A thousands group starts with 1 to 3 digits, never with 0: "0,111" is a decimal comma.
+_COMMA_NUMBER = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+_BRACED_COMMA_NUMBER = re.compile(r"(?<=\{)[1-9]\d{0,2}(?:,\d{3})+(?=\})")
 _DOLLAR = re.compile(r"\\\$|\$")
 _PERCENT = re.compile(r"\s*\\?%")
 _DEGREE = re.compile(r"\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))")
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _DEGREE_NUMBER = re.compile(
     r"(\d+(?:\.\d+)?)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))")
+# `\mathrm{e}` and `\mathrm{i}`: Euler's number and the imaginary unit set upright.
+_UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|mathit|operatorname|rm)\s*\{\s*([ei])\s*\}")
+# Words after an answer that name another value or hedge it: `5 \text{ (or 6)}`.
+_HEDGE = re.compile(r"(?<![A-Za-z])(?:or|approx(?:imately)?|about|around|roughly|maybe|perhaps"
+                    r"|possibly|nearly|almost|circa|estimated)(?![A-Za-z])|≈|~", re.IGNORECASE)
 _TEXT_CONNECTIVE = re.compile(r"\\text\{\s*,?\s*(?:and|or)\s*\}")
 _EMPTY_ITEMS = re.compile(r",\s*(?:,\s*)+")
 _APPROX = re.compile(r"\\approx(?![A-Za-z])|≈")
@@ -188,17 +209,15 @@ _MIXED = re.compile(r"(-?)(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 _MIXED_PLAIN = re.compile(r"(-?)(\d+)\s+(\d+)\s*/\s*(\d+)")
 _REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _IMAGINARY_AFTER_DIGIT = re.compile(r"(?<=\d)\s*i(?![A-Za-z])")
+_LABEL = re.compile(r"[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?")
 _ASSIGNMENT = re.compile(r"([A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)\s*=\s*")
 _COMMANDS = re.compile(r"\\[A-Za-z]+")
 _TEXT_GROUP = re.compile(r"\\text\{([^{}]*)\}")
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
 _CHOICE = re.compile(r"\(([A-Za-z])\)|([A-Z])")
 _CHOICE_SEPARATORS = re.compile(r"\s*(?:,|\band\b|\bor\b|\s)\s*")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_FRACTION = re.compile(r"(-?)\\frac\{(-?\d+)\}\{(\d+)\}|(-?\d+)\s*/\s*(\d+)")
 _SPACE_RUN = re.compile(r"\s+")
 _INSIGNIFICANT_SPACE = re.compile(r"(?<=[^A-Za-z])\s+|\s+(?=[^A-Za-z])")
-_DECIMAL_LITERAL = re.compile(r"(?<![\d.])(\d+)\.(\d+)(?![\d.])")
 
 
 def _strip_wrappers(text: str) -> str:
@@ -252,44 +271,11 @@ def _comma_number(text: str) -> str:
     return _BRACED_COMMA_NUMBER.sub(lambda match: match.group(0).replace(",", ""), text)
 
 
-_PY_POWER = re.compile(r"\*\*\s*(\([^()]*\)|-?[A-Za-z0-9.]+)")
-_PY_WORDS = re.compile(r"(?<![A-Za-z\\])(pi|oo|I)(?![A-Za-z])")
-_PY_WORD_LATEX = {"pi": "\\pi", "oo": "\\infty", "I": "i"}
-
-
-def _python_forms(text: str) -> str:
-    """Answers printed by Python or sympy (`sqrt(3)/2`, `2*pi`, `x**2`, `oo`, `I`) as LaTeX.
-
-    Only for text without a backslash: LaTeX answers are left alone. `a**b**c` becomes a
-    double superscript, which is then unparseable rather than misread."""
-    if "\\" in text or not re.search(r"\*|sqrt\(|\bpi\b|\boo\b", text):
-        return text
-    text = _PY_POWER.sub(r"^{\1}", text)
-    text = _PY_WORDS.sub(lambda match: match.group(0) if match.group(1) == "I" and "*" not in text
-                         else _PY_WORD_LATEX[match.group(1)], text)
-    out: list[str] = []
-    position = 0
-    while True:
-        start = text.find("sqrt(", position)
-        if start < 0 or (start > 0 and text[start - 1].isalpha()):
-            out.append(text[position:])
-            break
-        depth, index = 0, start + 4
-        while index < len(text):
-            depth += {"(": 1, ")": -1}.get(text[index], 0)
-            if depth == 0:
-                break
-            index += 1
-        if index >= len(text):
-            out.append(text[position:])
-            break
-        out.append(text[position:start] + "\\sqrt{" + text[start + 5:index] + "}")
-        position = index + 1
-    return "".join(out)
-
-
-def _cleanup(text: str) -> str:
-    text = _python_forms(_strip_wrappers(text))
+def _cleanup(text: str, *, printed: bool = False) -> str:
+    text = _strip_wrappers(text)
+    if printed or looks_printed(text):
+        text = printed_latex(text) or text
+    text = _UPRIGHT_CONSTANT.sub(r"\1", text)
     text = _FRAC_STYLE.sub(r"\\frac", text)
     text = _BINOM_STYLE.sub(r"\\binom", text)
     text = _INVISIBLE_DELIMITER.sub("", text)
@@ -312,6 +298,8 @@ def _alternatives(text: str, *, candidate: bool) -> list[str]:
     last piece only (`2+2=5` claims 5), as Math-Verify reads equations; `\\approx` pieces
     all count (an exact value and its approximation)."""
     parts = [part.strip() for part in _APPROX.split(text)]
+    if len(parts) > 1 and _LABEL.fullmatch(parts[0]):
+        parts = parts[1:]  # `x \approx 11`: the variable's name, not an alternative
     expanded: list[str] = []
     for part in parts:
         pieces = [piece.strip() for piece in part.split("=")]
@@ -378,115 +366,6 @@ def _split_tail(text: str) -> tuple[str, list[str], int | None]:
     if not core:
         return text, [], None  # the whole answer is text: not a tail
     return core, [word.strip() for word in tail_words if word.strip()], power
-
-
-# -- numbers ----------------------------------------------------------------------------------------
-
-
-def plain_number(latex: str) -> Fraction | None:
-    """The exact value of an integer, decimal or simple fraction written alone, else None."""
-    text = latex.strip()
-    if len(text) > 200:
-        return None
-    if _NUMBER.fullmatch(text):
-        return Fraction(text)
-    match = _FRACTION.fullmatch(text)
-    if match is None:
-        return None
-    if match.group(2) is not None:
-        sign = -1 if match.group(1) else 1
-        numerator, denominator = int(match.group(2)), int(match.group(3))
-    else:
-        sign, numerator, denominator = 1, int(match.group(4)), int(match.group(5))
-    if denominator == 0:
-        return None
-    return sign * Fraction(numerator, denominator)
-
-
-_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "": ""}
-
-
-def number_list(latex: str) -> tuple[str, list[Fraction]] | None:
-    """A list of two or more plain numbers, bare or in brackets: (opening bracket, values).
-
-    `1, 2, 3` and `\\{1, 2\\}` are sets, `(1, 2)` a tuple or an open interval, `[1, 2)` an
-    interval: the caller compares them without the symbolic step. None for anything else."""
-    text = latex.strip()
-    if len(text) > 2000 or "," not in text:
-        return None
-    opening = next((mark for mark in ("\\{", "(", "[") if text.startswith(mark)), "")
-    closing_marks = (")", "]") if opening in ("(", "[") else (_BRACKETS[opening],)
-    body = text[len(opening):]
-    if opening:
-        closing = next((mark for mark in closing_marks if body.endswith(mark)), None)
-        if closing is None:
-            return None
-        body = body[:len(body) - len(closing)]
-        opening = opening + closing  # "(]" style: both ends matter for intervals
-    values = []
-    for item in body.split(","):
-        value = plain_number(item)
-        if value is None:
-            return None
-        values.append(value)
-    return (opening, values) if len(values) >= 2 else None
-
-
-def decimal_places(latex: str) -> int | None:
-    """Digits after the point when `latex` is a decimal literal alone (`-0.25` -> 2), else None."""
-    text = latex.strip()
-    if len(text) > 200 or not _NUMBER.fullmatch(text) or "." not in text:
-        return None
-    return len(text.split(".", 1)[1])
-
-
-def _rounded(value: Fraction, places: int) -> tuple[Fraction, Fraction]:
-    """`value` rounded half away from zero, and truncated, to `places` decimals."""
-    scale = 10 ** places
-    magnitude = abs(value) * scale
-    sign = -1 if value < 0 else 1
-    rounded = Fraction(sign * int(magnitude + Fraction(1, 2)), scale)
-    truncated = Fraction(sign * int(magnitude), scale)
-    return rounded, truncated
-
-
-def significant_digits(latex: str) -> int:
-    """Significant digits of a decimal literal (`0.00333` -> 3)."""
-    return len(latex.strip().lstrip("-").replace(".", "").lstrip("0"))
-
-
-def decimal_agrees(gold: Fraction, gold_places: int | None, candidate: Fraction,
-                   candidate_places: int | None, candidate_significant: int = 0) -> bool:
-    """When the problem asked for a decimal: does one side state the other to its digits?
-
-    `*_places` are the digits after the point of a side written as a decimal literal (None
-    for an exact value such as `\\frac{1}{3}` or `\\sqrt{2}`).
-    - gold decimal (rounded by the problem's author), candidate anything: the candidate
-      rounded or truncated to the gold's places gives the gold; a candidate decimal must
-      have at least as many places as the gold;
-    - gold exact, candidate decimal: the gold rounded or truncated to the candidate's
-      places gives the candidate, which must have at least 3 significant digits.
-    Exact equality always agrees.
-    """
-    if gold == candidate:
-        return True
-    if gold_places is not None:
-        if candidate_places is not None and candidate_places < gold_places:
-            return False
-        return gold in _rounded(candidate, gold_places)
-    if candidate_places is None or candidate_significant < 3:
-        return False
-    return candidate in _rounded(gold, candidate_places)
-
-
-def exact_decimals(latex: str) -> str:
-    """Decimal literals rewritten as exact fractions (`0.25` -> `{\\frac{25}{100}}`), so the
-    symbolic checker compares `0.3333333` with `1/3` exactly instead of to six places."""
-    def fraction(match: re.Match[str]) -> str:
-        whole, decimals = match.group(1), match.group(2)
-        return "{\\frac{" + (whole + decimals).lstrip("0").rjust(1, "0") + "}{1" + \
-            "0" * len(decimals) + "}}"
-    return _DECIMAL_LITERAL.sub(fraction, latex)
 
 
 def _repeating(match: re.Match[str]) -> str:
@@ -587,6 +466,7 @@ def _one(text: str) -> Normalized:
     plain = text_key(text)
     core, tail, power = _split_tail(text)
     meridiem = None
+    hedge = next((word for word in tail if _HEDGE.search(word)), None)
     if tail:
         tail_unit, meridiem = _unit_of(tail, power)
         unit = tail_unit or unit
@@ -611,13 +491,18 @@ def _one(text: str) -> Normalized:
         hours, minutes, seconds = (int(group or 0) for group in clock_match.groups())
         clock = hours * 3600 + minutes * 60 + seconds
     return Normalized(latex=core, key=_INSIGNIFICANT_SPACE.sub("", core), unit=unit,
-                      meridiem=meridiem, clock=clock, variable=variable, plain=plain)
+                      meridiem=meridiem, clock=clock, variable=variable, plain=plain,
+                      numeral=numeral(core), hedge=hedge)
 
 
-def normalize_answer(text: str, *, candidate: bool = False) -> list[Normalized]:
+def normalize_answer(text: str, *, candidate: bool = False,
+                     printed: bool = False) -> list[Normalized]:
     """The normalised forms of one answer (see the module docstring); at least one.
 
     `candidate=True` for a model's answer: of a numeric `a = b` chain only the last piece
-    counts (a gold answer's pieces are all accepted forms)."""
-    cleaned = _cleanup(text)
+    counts (a gold answer's pieces are all accepted forms). `printed=True` when a program
+    printed the answer (Program of Thoughts): it is read as Python's or sympy's output
+    (`[2, 3]` the solutions, `I` the imaginary unit; `runner.math.printed`), which text
+    that only Python writes (`sqrt(3)/2`, `x**2`) is anyway."""
+    cleaned = _cleanup(text, printed=printed)
     return [_one(part) for part in _alternatives(cleaned, candidate=candidate)]

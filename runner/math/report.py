@@ -1,7 +1,7 @@
 """Evaluation reports: one JSON object, a Markdown page, a terminal table and a bar chart.
 
 Every form states what a number depends on: the model (and its server and sampling
-settings), the method, the backend, the dataset (with its file's SHA-256), the sample
+settings), the method and MathChat's variant, the backend, the dataset (with its file's SHA-256), the sample
 (filters, limit, seed, size) and the checker's version. `total` counts the problems
 judged so far (all of the sample once the evaluation has finished) and `accuracy` is
 `correct / total`; `pending` says how many are still to run.
@@ -22,8 +22,17 @@ from ..logs.evaluations import NO_LEVEL, EvaluationRecord, Summary, Tally
 from ..terminal import sanitize_for_terminal as clean_text
 from ..text_table import columns
 
-__all__ = ["EvaluationReport", "build_report", "chart_png", "render_markdown", "render_text",
-           "write_chart"]
+__all__ = ["EvaluationReport", "build_report", "chart_png", "recorded_variant", "render_markdown",
+           "render_text", "write_chart"]
+
+
+def recorded_variant(method: str, settings: dict[str, Any]) -> str | None:
+    """The MathChat variant an evaluation ran with; one recorded before MathChat had
+    variants ran what is now `guided`."""
+    if "variant" in settings:
+        variant = settings["variant"]
+        return variant if isinstance(variant, str) else None
+    return "guided" if method == "mathchat" else None
 
 
 class EvaluationReport(BaseModel):
@@ -53,6 +62,16 @@ class EvaluationReport(BaseModel):
     @property
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else 0.0
+
+    @property
+    def variant(self) -> str | None:
+        return recorded_variant(self.record.method, self.record.settings)
+
+    @property
+    def method_text(self) -> str:
+        """`mathchat (variant default)`, or the method alone."""
+        variant = self.variant
+        return f"{self.record.method} (variant {variant})" if variant else self.record.method
 
     @property
     def by_type(self) -> dict[str, Tally]:
@@ -93,7 +112,7 @@ class EvaluationReport(BaseModel):
                               for kind, levels in self.summary.by_type_level.items()},
             "run_statuses": self.summary.run_statuses,
             "model": record.model, "base_url": record.base_url, "method": record.method,
-            "backend": record.backend,
+            "variant": self.variant, "backend": record.backend,
             "dataset": {"name": record.dataset, "split": record.split, "path": record.dataset_path,
                         "sha256": record.dataset_sha256},
             "sample": {"size": record.total, "description": self.sample_text(), **sample},
@@ -158,7 +177,7 @@ def render_markdown(report: EvaluationReport) -> str:
     facts = [
         ["Model", _md(record.model or "-") + (f" at {_md(record.base_url)}" if record.base_url else "")],
         ["Sampling", _md(", ".join(f"{k} {v}" for k, v in llm.items()) or "the server's defaults")],
-        ["Method", (_md(record.method) + f", at most {_md(settings.get('max_turns') or '-')} "
+        ["Method", (_md(report.method_text) + f", at most {_md(settings.get('max_turns') or '-')} "
                     "model messages per problem")],
         ["Backend", _md(record.backend)],
         ["Functions", _md(f"{functions.get('name')}: {function_names}") if functions else "none"],
@@ -221,7 +240,7 @@ def render_text(report: EvaluationReport) -> str:
     lines += ["",
               f"evaluation {record.id} · {record.status}"
               + (f" · {report.pending} pending" if report.pending else ""),
-              (f"model {clean_text(record.model or '-')} · method {record.method} · backend "
+              (f"model {clean_text(record.model or '-')} · method {report.method_text} · backend "
                f"{record.backend}"),
               (f"dataset {clean_text(record.dataset)}"
                + (f" ({record.split})" if record.split else "")
@@ -286,7 +305,7 @@ def chart_png(report: EvaluationReport) -> bytes:
     axes.set_yticks(range(0, 101, 20))
     axes.set_ylabel("accuracy (%)")
     record = report.record
-    axes.set_title(f"{_plain(record.model or '-')} · {record.method} · "
+    axes.set_title(f"{_plain(record.model or '-')} · {report.method_text} · "
                    f"{_plain(record.dataset)}: {report.accuracy * 100:.1f}% of {report.total}",
                    fontsize=10)
     axes.legend(fontsize=7, ncols=min(len(series), 7), loc="upper center", frameon=False)

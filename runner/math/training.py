@@ -73,8 +73,8 @@ from .jobs import (
     opened_store,
     stop_talking,
 )
-from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, load_functions
-from .report import EvaluationReport
+from .mathchat import DEFAULT_MAX_OUTPUT_CHARS, check_variant, load_functions
+from .report import EvaluationReport, recorded_variant
 from .training_report import EpochSummary, TrainingReport, build_training_report
 
 if TYPE_CHECKING:
@@ -154,6 +154,7 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
           types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
           limit: int | None = None, seed: int | None = None, epochs: int = 5,
           functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
+          variant: str | None = None,
           backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
           limits: Limits | None = None, budget_s: float | None = 120.0,
           native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
@@ -170,7 +171,8 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
 
     The agent's model is `llm`, or an `OpenAIChat` from `model`, `base_url`, `api_key` and
     `llm_options`; the optimizer's is `optimizer_llm`, or one from the `optimizer_*`
-    arguments, each falling back to the agent's. `functions` is the starting set.
+    arguments, each falling back to the agent's. `functions` is the starting set;
+    `variant` is MathChat's (recorded, and used by every epoch's evaluation).
     """
     require("epochs", epochs, Range(1, False, 10_000, integer=True),
             fix="pass a positive number of optimizer epochs")
@@ -184,6 +186,7 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
     if method not in TRAINING_METHODS:
         raise ConfigurationError(f"method {method!r} cannot use functions",
                                  fix=f"train with one of: {', '.join(TRAINING_METHODS)}")
+    variant = check_variant(method, variant)
     starting = load_functions(functions)
     loaded = _load_training_data(problems, split, types, levels)
     agent_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
@@ -211,7 +214,8 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
         settings={
             "sample": {"filters": {key: list(value) for key, value in loaded.filters.items()},
                        "available": len(loaded), "limit": limit, "seed": seed},
-            "concurrency": concurrency, "max_turns": max_turns, "budget_s": budget_s,
+            "variant": variant, "concurrency": concurrency, "max_turns": max_turns,
+            "budget_s": budget_s,
             "limits": limits.model_dump(mode="json") if limits else None,
             "native_tools": native_tools, "max_actions": max_actions, "max_tries": max_tries,
             "patience": patience, "show_rolled_back": show_rolled_back,
@@ -548,6 +552,7 @@ class _Training:
             limits = settings.get("limits")
             report = evaluate(self.dataset, llm=self.llm, limit=sample.get("limit"),
                               seed=sample.get("seed"), method=self.record.method,
+                              variant=recorded_variant(self.record.method, settings),
                               functions=functions if len(functions) else None,
                               backend=self.record.backend,
                               concurrency=int(settings.get("concurrency") or 1),

@@ -1,0 +1,141 @@
+"""Program-of-Thoughts answers: what real sympy and Python calls print, checked against
+the LaTeX golds of their problems, and the reader that never evaluates a program's output."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import pytest
+import sympy
+from sympy import (
+    Interval,
+    Matrix,
+    Rational,
+    S,
+    Union,
+    factorial,
+    oo,
+    pi,
+    solve,
+    solveset,
+    sqrt,
+    symbols,
+)
+
+from runner.math import Checker
+from runner.math.printed import printed_latex
+
+x, y = symbols("x y")
+
+
+@pytest.fixture(scope="module")
+def checker():
+    with Checker(workers=2, timeout_s=10) as shared:
+        yield shared
+
+
+# (what a program printed, made by the real call, the gold of the problem)
+PRINTED_EQUAL = [
+    (str(solve(x**2 - 5 * x + 6, x)), "2, 3"),  # [2, 3]: the solutions
+    (str(solve(x**2 - 5 * x + 6, x)), "3, 2"),
+    (str(solve(x**2 + 1, x)), "\\pm i"),  # [-I, I]
+    (str(solve(x**2 + 1, x)), "i, -i"),
+    (str(solve(x**2 + 2 * x + 5, x)), "-1 \\pm 2i"),  # [-1 - 2*I, -1 + 2*I]
+    (str(solve(x**2 - 2, x)), "\\pm\\sqrt{2}"),
+    (str(solve(x - 7, x)), "7"),  # [7]: one solution
+    (str(solve([x + y - 3, x - y - 1], [x, y])), "(2, 1)"),  # {x: 2, y: 1}
+    (str(solve([x**2 - y, x - y], [x, y])), "(0, 0), (1, 1)"),
+    (str(solve(x**3 - x, x, dict=True)), "-1, 0, 1"),
+    (str(Matrix([[1], [2]])), "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+    (str(Matrix([[1, 2], [3, 4]])), "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"),
+    (str(Matrix([[1, 2], [3, 4]]).inv()), "\\begin{pmatrix} -2 & 1 \\\\ 3/2 & -1/2 \\end{pmatrix}"),
+    (str(Interval(0, 1)), "[0, 1]"),
+    (str(Interval.open(-oo, 3)), "(-\\infty, 3)"),
+    (str(Interval.Lopen(0, 1)), "(0, 1]"),
+    (str(Interval(-oo, 1)), "(-\\infty, 1]"),  # an infinite end is open
+    (str(Union(Interval(-oo, 1), Interval.open(2, oo))), "(-\\infty, 1] \\cup (2, \\infty)"),
+    (str(solveset(x**2 - 1, x, S.Reals)), "\\{-1, 1\\}"),
+    (sympy.srepr(Rational(1, 2)), "\\frac{1}{2}"),  # Rational(1, 2)
+    (str(Rational(1, 2)), "\\frac12"),
+    (str(sqrt(3) / 2), "\\frac{\\sqrt{3}}{2}"),
+    (str(3 * sqrt(2) / 4), "\\frac{3\\sqrt2}{4}"),
+    (str(pi / 4), "\\frac{\\pi}{4}"),
+    (str(sympy.exp(2)), "e^2"),
+    (str(sympy.E), "e"),
+    (str(2 * sympy.I), "2i"),
+    (str(sympy.I), "i"),  # the imaginary unit, not the choice letter I
+    (str((x + 1)**2), "(x+1)^2"),
+    (str(sympy.expand((x + 1)**2)), "(x+1)^2"),
+    (str(sympy.root(2, 3)), "\\sqrt[3]{2}"),
+    (str(factorial(5)), "120"),
+    (str(1 / 12), "\\frac{1}{12}"),  # a float's print of an exact value
+    (str(2**0.5), "\\sqrt{2}"),
+    (str(Fraction(3, 4)), "\\frac34"),
+    (str(complex(1, 2)), "1+2i"),
+    (str(1e-05), "10^{-5}"),
+    (str(sympy.Eq(y, 2 * x + 1)), "y = 2x + 1"),
+]
+
+PRINTED_DIFFERENT = [
+    (str(solve(x**2 - 5 * x + 6, x)), "[2, 3]"),  # the solutions are not an interval
+    (str(solve(x**2 - 5 * x + 6, x)), "2"),
+    (str(solve(x**2 + 1, x)), "i"),
+    (str(Interval.open(-oo, 3)), "(-\\infty, 3]"),
+    (str(Matrix([[1], [2]])), "\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}"),
+    (str(Rational(1, 2)), "\\frac13"),
+    (str(sympy.I), "\\text{(I)}"),
+    (str(1 / 3), "\\frac{1}{3} + 10^{-10}"),
+]
+
+
+@pytest.mark.parametrize("printed, gold", PRINTED_EQUAL)
+def test_printed_answers_match_their_latex_golds(checker, printed, gold):
+    verdict = checker.check(gold, printed, printed=True)
+    assert verdict.equal, verdict
+    assert verdict.printed
+
+
+@pytest.mark.parametrize("printed, gold", PRINTED_DIFFERENT)
+def test_printed_answers_that_differ(checker, printed, gold):
+    assert not checker.check(gold, printed, printed=True).equal
+
+
+def test_without_the_flag_latex_readings_stay(checker):
+    assert not checker.check("2, 3", "[2, 3]").equal  # LaTeX: a closed interval
+    assert checker.check("\\text{(I)}", "I").equal  # a choice letter
+    assert checker.check("\\frac{\\sqrt{3}}{2}", "sqrt(3)/2").equal  # only Python writes this
+
+
+def test_batches_carry_the_flag_per_pair(checker):
+    verdicts = checker.check_many([("2, 3", "[2, 3]"), ("2, 3", "[2, 3]")], printed=[True, False])
+    assert [verdict.equal for verdict in verdicts] == [True, False]
+
+
+def test_a_huge_printed_integer_against_its_power(checker):
+    printed = "1" + "0" * 100_000  # print(10**100000), where the limit on digits is lifted
+    assert checker.check("10^{100000}", printed, printed=True).equal
+    assert not checker.check("10^{100000}", printed + "0", printed=True).equal
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('touch /tmp/runner-printed-was-run')",
+    "(lambda: 1)()",
+    "open('/etc/passwd').read()",
+    "Matrix.__class__",
+    "[x for x in range(10**9)]",
+    "sqrt(3).evalf()",
+    "'a' * 10**9",
+    "Poly(x**2 + 1, x, domain='ZZ')",
+])
+def test_printed_text_is_never_evaluated(text):
+    assert printed_latex(text) is None
+
+
+def test_hostile_printed_text_is_bounded():
+    started = time.perf_counter()
+    assert printed_latex("(" * 5000 + "1" + ")" * 5000) is None  # over the length bound
+    assert printed_latex("[" * 90 + "1" + "]" * 90) is None  # deeper than the tree bound
+    assert printed_latex("+".join(["x"] * 1999)) is None  # more nodes than the bound
+    assert printed_latex("-" * 3999 + "1") is None
+    assert time.perf_counter() - started < 5
