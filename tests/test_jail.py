@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -339,3 +340,44 @@ def test_the_process_limit_binds_whoever_started_the_worker(attacked):
     outcome = _outcome(results, "threads")
     assert outcome["threads"] <= 7, outcome  # the run's own thread is the eighth
     assert outcome["threads"] >= 1, outcome
+
+
+def test_a_python_installation_under_tmp_is_bound_not_hidden(secret):
+    """A virtual environment under /tmp (a checkout in a temporary directory, as CI clones
+    one) is bound into the jail's own /tmp, read-only; the rest of the host's /tmp stays
+    out of sight."""
+    base = Path(tempfile.mkdtemp(prefix="jail-venv-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        venv = base / "venv"
+        subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv",
+                        "--without-pip", str(venv)], check=True, timeout=120)
+        python = venv / "bin" / "python"
+        purelib = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        # The project's packages, as a site directory of the new environment.
+        Path(purelib, "project.pth").write_text(
+            f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+        code = PRELUDE + f'''
+import sys
+OUT["prefix"] = sys.prefix
+OUT["list tmp"] = attempt(lambda: os.listdir("/tmp"))
+OUT["secret dir"] = os.path.exists({str(secret.parent)!r})
+OUT["secret"] = os.path.exists({str(secret)!r})
+OUT["write"] = attempt(lambda: open({str(venv)!r} + "/planted", "w"))
+''' + EPILOGUE
+        proc = subprocess.run([str(python), str(HERE / "jail_probe.py")],
+                              input=json.dumps([{"name": "view", "code": code}]),
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        results = json.loads(proc.stdout)
+        seen = _outcome(results, "view")
+        assert seen["prefix"] == str(venv)
+        assert seen["list tmp"] == "EACCES"  # Landlock: the environment's path, no listing
+        assert seen["secret"] is False and seen["secret dir"] is False
+        assert seen["write"] in ("EROFS", "EACCES"), seen["write"]
+        assert not (venv / "planted").exists()
+        assert results["_next_run"] == {"status": "ok", "stdout": "42\n"}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

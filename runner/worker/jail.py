@@ -269,7 +269,7 @@ def _make_target(target: str, is_dir: bool) -> None:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
 
 
-def _bind_read_only(fd: int, source: str, target: str) -> None:
+def _bind_read_only(fd: int, target: str) -> None:
     """Bind what `fd` opened at `target`, then make that mount read-only, no setuid, no
     devices (plus whatever flags the source mount has locked)."""
     try:
@@ -277,7 +277,10 @@ def _bind_read_only(fd: int, source: str, target: str) -> None:
     except JailError:
         # A directory holding mounts of its own can only be bound with them.
         _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | _locked_flags(source)
+    # The source's mount is read through its fd: its path may lie under the new root's
+    # tmpfs (a Python installation under /tmp) and so be hidden now.
+    flags = (MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+             | _locked_flags(f"/proc/self/fd/{fd}"))
     _mount(None, target, None, flags)
     for sub in _mounts_below(target):
         _mount(None, sub, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
@@ -305,6 +308,11 @@ def seal(view: View) -> None:
                if os.path.exists(f"/dev/{name}")}
     try:
         _mount(b"tmpfs", NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=0755,size=4m")
+        # The jail's own /tmp first, so that roots under the host's /tmp (a virtual
+        # environment there) are bound on it rather than hidden by it.
+        os.makedirs(NEW_ROOT + "/tmp", mode=0o755, exist_ok=True)
+        _mount(b"tmpfs", NEW_ROOT + "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
+               b"mode=0755,size=16m")
         operations = sorted([(path, "bind") for path in sources]
                             + [(mask, "mask") for mask in view.masks])
         bound: list[str] = []
@@ -327,16 +335,13 @@ def seal(view: View) -> None:
                 continue
             is_dir = os.path.isdir(f"/proc/self/fd/{sources[path]}")
             _make_target(target, is_dir)
-            _bind_read_only(sources[path], path, target)
+            _bind_read_only(sources[path], target)
             bound.append(path)
         for mask in masked:
             _mount(None, NEW_ROOT + mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         _make_devices(devices)
         os.makedirs(NEW_ROOT + "/proc", mode=0o555, exist_ok=True)
         _mount_proc(NEW_ROOT + "/proc")
-        os.makedirs(NEW_ROOT + "/tmp", mode=0o755, exist_ok=True)
-        _mount(b"tmpfs", NEW_ROOT + "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
-               b"mode=0755,size=16m")
         _mount(None, NEW_ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         _pivot(NEW_ROOT)
     finally:
