@@ -38,12 +38,11 @@ from .common import (
     CANCELLED_EXIT_CODE,
     CANCELLED_MARK,
     DEFAULT_MAX_OUTPUT_CHARS,
-    BlockSession,
+    LazyBlocks,
     block_limits,
     block_output,
     exit_code,
     is_python,
-    open_blocks,
     refusal_text,
 )
 
@@ -73,16 +72,11 @@ class RunnerCodeExecutor(CodeExecutor):
                  packages: Iterable[str] = (), functions: FunctionSet | None = None,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
                  meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
-        self._sandbox_arg = sandbox
-        self._backend = backend
-        self._backend_options = backend_options
         self.limits = block_limits(sandbox, limits, timeout)
-        self.functions = functions
-        self.packages = tuple(packages)
         self.max_output_chars = max_output_chars
         self._meta = dict(meta or {})
-        self._blocks: BlockSession | None = None
-        self._owns_sandbox = False
+        self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
+                                  limits=self.limits, packages=packages, functions=functions)
 
     @property
     def timeout(self) -> float:
@@ -90,11 +84,19 @@ class RunnerCodeExecutor(CodeExecutor):
 
     @property
     def session_id(self) -> str | None:
-        return self._blocks.session_id if self._blocks is not None else None
+        return self._blocks.session_id
 
     @property
     def sandbox(self) -> Sandbox:
-        return self._session().sandbox
+        return self._blocks.get().sandbox
+
+    @property
+    def functions(self) -> FunctionSet | None:
+        return self._blocks.functions
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return self._blocks.packages
 
     async def execute_code_blocks(self, code_blocks: list[CodeBlock],
                                   cancellation_token: CancellationToken) -> RunnerCodeResult:
@@ -102,7 +104,7 @@ class RunnerCodeExecutor(CodeExecutor):
         outputs: list[str] = []
         ids: list[str] = []
         code = 0
-        blocks = self._session()
+        blocks = self._blocks.get()
         for block in code_blocks:
             if not is_python(block.language):
                 outputs.append(refusal_text(block.language))
@@ -133,20 +135,10 @@ class RunnerCodeExecutor(CodeExecutor):
 
     async def stop(self) -> None:
         """End the session, and close the sandbox if this executor opened it."""
-        blocks, self._blocks = self._blocks, None
-        if blocks is not None:
-            blocks.close()
-            if self._owns_sandbox:
-                await asyncio.to_thread(blocks.sandbox.close)
+        owned = self._blocks.close()
+        if owned is not None:
+            await asyncio.to_thread(owned.close)
 
     async def restart(self) -> None:
         """End the session: the next block starts in a fresh one."""
-        if self._blocks is not None:
-            self._blocks.restart()
-
-    def _session(self) -> BlockSession:
-        if self._blocks is None:
-            self._blocks, self._owns_sandbox = open_blocks(
-                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
-                limits=self.limits, packages=self.packages, functions=self.functions)
-        return self._blocks
+        self._blocks.restart()

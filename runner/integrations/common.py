@@ -7,6 +7,8 @@ and the text a framework's model reads of a result.
   carries), the functions it offers defined first (and again after a block that ended the
   session's process), `restart` for a fresh one, `abandon` for a block the framework
   stopped waiting for; every block's log row names the integration in its meta;
+- `LazyBlocks`: an executor's one `BlockSession`, opened with its first block and closed
+  with the executor (its sandbox too, when the executor opened it);
 - `block_output` and `exit_code`: a result as the terminal-like text and exit code that
   AG2's and AutoGen's executors report (their conventions: 124 and "Timeout" for a block
   that ran out of time, 125 and "Cancelled" for one the caller cancelled, "unknown
@@ -18,7 +20,7 @@ and the text a framework's model reads of a result.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,17 +69,6 @@ def functions_source(functions: FunctionSet | None) -> str:
     """The source that defines a set's functions in a session ("" for none)."""
     source = "\n\n".join(spec.code.rstrip("\n") for spec in functions or ())
     return source + "\n" if source else ""
-
-
-def open_blocks(integration: str, sandbox: Sandbox | None, backend: str,
-                backend_options: Mapping[str, Any], *, limits: Limits, packages: Iterable[str],
-                functions: FunctionSet | None, preamble: str = "") -> tuple[BlockSession, bool]:
-    """An executor's BlockSession (`preamble` and its functions defined first, their
-    packages added), and whether the executor opened its sandbox (and so closes it)."""
-    box, owned = sandbox_for(integration, sandbox, backend, backend_options)
-    wanted = tuple(packages) + tuple(functions.packages if functions is not None else ())
-    return BlockSession(box, integration, limits=limits, packages=tuple(dict.fromkeys(wanted)),
-                        setup_code=preamble + functions_source(functions)), owned
 
 
 def is_python(language: str) -> bool:
@@ -179,6 +170,57 @@ class BlockSession:
             current, self._current = self._current, None
         if current is not None:
             _close_later(current.session)
+
+
+class LazyBlocks:
+    """An executor's one `BlockSession`, opened on first use (its functions defined first,
+    their packages added) in the caller's sandbox, or in one of `backend` that it opens
+    and so closes; what AG2's, AutoGen's and smolagents' executors hold."""
+
+    def __init__(self, integration: str, sandbox: Sandbox | None, backend: str,
+                 backend_options: Mapping[str, Any], *, limits: Limits,
+                 packages: Iterable[str], functions: FunctionSet | None) -> None:
+        self.integration = integration
+        self._sandbox = sandbox
+        self._backend = backend
+        self._backend_options = dict(backend_options)
+        self.limits = limits
+        self.packages = tuple(packages)
+        self.functions = functions
+        self.setup_code: Callable[[], str] = lambda: functions_source(self.functions)
+        self.opened: BlockSession | None = None  # None until the first block, and after close
+        self._owns_sandbox = False
+
+    def get(self) -> BlockSession:
+        """The session of blocks, opened now if it is not yet."""
+        if self.opened is None:
+            box, self._owns_sandbox = sandbox_for(self.integration, self._sandbox, self._backend,
+                                                  self._backend_options)
+            functions = self.functions
+            wanted = self.packages + (tuple(functions.packages) if functions is not None else ())
+            self.opened = BlockSession(box, self.integration, limits=self.limits,
+                                       packages=tuple(dict.fromkeys(wanted)),
+                                       setup_code=self.setup_code())
+        return self.opened
+
+    @property
+    def session_id(self) -> str | None:
+        """The current runner session (None before the first block and after a restart)."""
+        return self.opened.session_id if self.opened is not None else None
+
+    def restart(self) -> None:
+        """End the session: the next block starts in a fresh one."""
+        if self.opened is not None:
+            self.opened.restart()
+
+    def close(self) -> Sandbox | None:
+        """End the session; the sandbox the caller must close now (the one opened here), if
+        any, so that an async caller can close it off its event loop."""
+        blocks, self.opened = self.opened, None
+        if blocks is None:
+            return None
+        blocks.close()
+        return blocks.sandbox if self._owns_sandbox else None
 
 
 def _close_later(session: Session) -> None:

@@ -58,11 +58,10 @@ from ..types import ExecutionResult, Limits, Status
 from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
 from .common import (
     DEFAULT_MAX_OUTPUT_CHARS,
-    BlockSession,
+    LazyBlocks,
     block_limits,
     block_output,
     functions_source,
-    open_blocks,
     printed_output,
 )
 
@@ -111,9 +110,6 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
                  functions: FunctionSet | None = None,
                  max_print_outputs_length: int = DEFAULT_MAX_OUTPUT_CHARS,
                  **backend_options: Any) -> None:
-        self._sandbox_arg = sandbox
-        self._backend = backend
-        self._backend_options = backend_options
         self.limits = block_limits(sandbox, limits, timeout)
         tier = sandbox.backend if sandbox is not None else backend
         self.packages = tuple(packages) + authorized_packages(additional_authorized_imports, tier)
@@ -121,8 +117,10 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
             "smolagents-tools", log_store=False)
         self.tools: list[FunctionSpec] = []
         self.max_print_outputs_length = max_print_outputs_length
-        self._blocks: BlockSession | None = None
-        self._owns_sandbox = False
+        self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
+                                  limits=self.limits, packages=self.packages,
+                                  functions=self.functions)
+        self._blocks.setup_code = self._setup_code  # final_answer, the functions, the tools
 
     # -- smolagents' protocol ---------------------------------------------------------------------
 
@@ -144,11 +142,12 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         if specs == self.tools:
             return
         self.tools = specs
-        if self._blocks is not None:  # the session is open (send_variables came first)
-            self._blocks.setup_code = self._setup_code()
+        blocks = self._blocks.opened
+        if blocks is not None:  # the session is open (send_variables came first)
+            blocks.setup_code = self._setup_code()
             source = functions_source(FunctionSet("smolagents-tools", specs, log_store=False))
             if source:
-                result = self._blocks.run(source, meta={"smolagents": "tools"}).result
+                result = blocks.run(source, meta={"smolagents": "tools"}).result
                 if result.status is not Status.OK:
                     raise StepFailed(block_output(result), result)
 
@@ -156,13 +155,13 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         """Set the variables in the session, from JSON data."""
         if not variables:
             return
-        result = self._session().run(variables_code(variables), meta={"smolagents": "variables"}).result
+        result = self._blocks.get().run(variables_code(variables), meta={"smolagents": "variables"}).result
         if result.status is not Status.OK:
             raise StepFailed(block_output(result), result)
 
     def __call__(self, code_action: str) -> CodeOutput:
         """Run one step's code; its printed output, and the final answer if it gave one."""
-        run = self._session().run(code_action, meta={"smolagents": "step"})
+        run = self._blocks.get().run(code_action, meta={"smolagents": "step"})
         result = run.result
         logs = printed_output(result, max_chars=self.max_print_outputs_length)
         if result.status is Status.ERROR and result.error is not None \
@@ -175,11 +174,9 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
 
     def cleanup(self) -> None:
         """End the session, and close the sandbox if this executor opened it."""
-        blocks, self._blocks = self._blocks, None
-        if blocks is not None:
-            blocks.close()
-            if self._owns_sandbox:
-                blocks.sandbox.close()
+        owned = self._blocks.close()
+        if owned is not None:
+            owned.close()
 
     def __enter__(self) -> RunnerPythonExecutor:
         return self
@@ -191,24 +188,15 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
 
     @property
     def sandbox(self) -> Sandbox:
-        return self._session().sandbox
+        return self._blocks.get().sandbox
 
     @property
     def session_id(self) -> str | None:
-        return self._blocks.session_id if self._blocks is not None else None
+        return self._blocks.session_id
 
     def restart(self) -> None:
         """The next step starts in a fresh session (variables gone; tools defined again)."""
-        if self._blocks is not None:
-            self._blocks.restart()
-
-    def _session(self) -> BlockSession:
-        if self._blocks is None:
-            self._blocks, self._owns_sandbox = open_blocks(
-                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
-                limits=self.limits, packages=self.packages, functions=self.functions)
-            self._blocks.setup_code = self._setup_code()
-        return self._blocks
+        self._blocks.restart()
 
     def _setup_code(self) -> str:
         """What each session defines first: final_answer, the functions, the tools."""

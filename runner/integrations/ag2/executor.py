@@ -31,12 +31,11 @@ from ...types import Limits
 from ..common import (
     DEFAULT_MAX_OUTPUT_CHARS,
     BlockRun,
-    BlockSession,
+    LazyBlocks,
     block_limits,
     block_output,
     exit_code,
     is_python,
-    open_blocks,
     refusal_text,
 )
 
@@ -65,17 +64,12 @@ class RunnerCodeExecutor:
                  packages: Iterable[str] = (), functions: FunctionSet | None = None,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
                  meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
-        self._sandbox_arg = sandbox
-        self._backend = backend
-        self._backend_options = backend_options
         self.limits = block_limits(sandbox, limits, timeout)
-        self.functions = functions
-        self.packages = tuple(packages)
         self.max_output_chars = max_output_chars
         self._meta = dict(meta or {})
         self._extractor = MarkdownCodeExtractor()
-        self._blocks: BlockSession | None = None
-        self._owns_sandbox = False
+        self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
+                                  limits=self.limits, packages=packages, functions=functions)
 
     # -- AG2's protocol -------------------------------------------------------------------------
 
@@ -109,38 +103,36 @@ class RunnerCodeExecutor:
 
     def restart(self) -> None:
         """End the session: the next block starts in a fresh one."""
-        if self._blocks is not None:
-            self._blocks.restart()
+        self._blocks.restart()
 
     # -- runner's side ------------------------------------------------------------------------------
 
     @property
     def sandbox(self) -> Sandbox:
-        return self._session().sandbox
+        return self._blocks.get().sandbox
 
     @property
     def session_id(self) -> str | None:
         """The current runner session (None before the first block and after a restart)."""
-        return self._blocks.session_id if self._blocks is not None else None
+        return self._blocks.session_id
+
+    @property
+    def functions(self) -> FunctionSet | None:
+        return self._blocks.functions
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return self._blocks.packages
 
     def run_block(self, code: str, *, meta: Mapping[str, Any] | None = None) -> BlockRun:
         """Run one Python block in the session; its runner result (for MathChat and tools)."""
-        return self._session().run(code, meta={**self._meta, **(meta or {})})
-
-    def _session(self) -> BlockSession:
-        if self._blocks is None:
-            self._blocks, self._owns_sandbox = open_blocks(
-                INTEGRATION, self._sandbox_arg, self._backend, self._backend_options,
-                limits=self.limits, packages=self.packages, functions=self.functions)
-        return self._blocks
+        return self._blocks.get().run(code, meta={**self._meta, **(meta or {})})
 
     def close(self) -> None:
         """End the session, and close the sandbox if this executor opened it."""
-        if self._blocks is not None:
-            self._blocks.close()
-            if self._owns_sandbox:
-                self._blocks.sandbox.close()
-            self._blocks = None
+        owned = self._blocks.close()
+        if owned is not None:
+            owned.close()
 
     def __enter__(self) -> RunnerCodeExecutor:
         return self
