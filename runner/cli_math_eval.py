@@ -89,13 +89,18 @@ def _print_report(report: Any, as_json: bool) -> None:
         click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
     else:
         click.echo(render_text(report), nl=False)
-    error = report.record.error
-    if error and error.get("code") != "INTERRUPTED":  # Ctrl-C: the command says so itself
+    print_job_error(report.record.error, f"runner math eval --resume {report.id}")
+
+
+def print_job_error(error: dict[str, Any] | None, resume: str) -> None:
+    """What stopped an evaluation or a training, its fix, and the command that goes on
+    (on stderr; nothing for Ctrl-C, which the command reports itself)."""
+    if error and error.get("code") != "INTERRUPTED":
         click.echo(f"runner: error [{error.get('code')}]: {clean_text(str(error.get('message')))}",
                    err=True)
         if error.get("fix"):
             click.echo(f"runner: fix: {clean_text(str(error.get('fix')))}", err=True)
-        click.echo(f"runner: then continue with: runner math eval --resume {report.id}", err=True)
+        click.echo(f"runner: then continue with: {resume}", err=True)
 
 
 _RESUME_KEEPS = ("dataset", "split", "types", "levels", "limit", "seed", "method",

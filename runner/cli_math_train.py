@@ -19,7 +19,7 @@ import click
 
 from .cli_interrupt import JobStopping, ctrl_c
 from .cli_math import _llm_options, _variant, _variant_option, math_group
-from .cli_math_eval import _SEED, _ProgressBar
+from .cli_math_eval import _SEED, _ProgressBar, print_job_error
 from .cli_options import count_option, limit, model_options, number
 from .stopping import JobInterrupted
 from .terminal import sanitize_for_terminal as clean_text
@@ -206,14 +206,7 @@ def _print_training(report: Any, as_json: bool) -> None:
         click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
     else:
         click.echo(render_training_text(report), nl=False)
-    error = report.record.error
-    if error and error.get("code") != "INTERRUPTED":  # Ctrl-C: the command says so itself
-        click.echo(f"runner: error [{error.get('code')}]: {clean_text(str(error.get('message')))}",
-                   err=True)
-        if error.get("fix"):
-            click.echo(f"runner: fix: {clean_text(str(error.get('fix')))}", err=True)
-        click.echo(f"runner: then continue with: runner math train --resume {report.id}",
-                   err=True)
+    print_job_error(report.record.error, f"runner math train --resume {report.id}")
 
 
 def _train(ctx: click.Context, progress: _TrainingProgress, *, train: str | None,
