@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -345,3 +347,37 @@ def test_without_ray_installed_the_error_says_how_to_install_it():
     assert "BACKEND_UNAVAILABLE" in result.stderr
     assert "pip install 'runner[ray]'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_client_server_that_cannot_set_up_the_client_is_tried_again_then_named():
+    """Ray Client starts a server process per client; one not ready in time (a loaded head
+    node) fails the connection with a message whose reason is on its last line. The
+    connection is tried once more, with a new client server, and the error names the
+    reason, not only "Initialization failure from server:"."""
+    import tempfile
+
+    from runner.backends.ray_cluster import LocalCluster
+
+    temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # Ray's socket paths must be short
+    try:
+        # No time at all for the client's own server: every connection fails this way.
+        with LocalCluster(temp, nodes=1, env={"RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "0"}
+                          ) as cluster:
+            result = subprocess.run(
+                [sys.executable, "-m", "runner", "exec", "-", "--backend", "ray",
+                 "--ray-address", cluster.client_address], input="print(1)",
+                capture_output=True, text=True, timeout=300,
+                # the client's wait after a failed connection: 30 s by default
+                env={**os.environ, **cluster.driver_env, "RAY_CLIENT_RECONNECT_GRACE_PERIOD": "1"})
+            logs = "".join(path.read_text(errors="replace")
+                           for path in Path(temp).glob("session_*/logs/ray_client_server.err"))
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert result.returncode == 1, result.stderr
+    error, fix = result.stderr.strip().splitlines()
+    assert error.startswith("runner: error [BACKEND_UNAVAILABLE]: could not connect to the Ray "
+                            f"cluster at {cluster.client_address}: Initialization failure from "
+                            "server: RuntimeError: "), error
+    assert fix.startswith("runner: fix: start the cluster")
+    clients = set(re.findall(r"New data connection from client (\w+)", logs))
+    assert len(clients) == 2  # two connections (a client reconnects under the same id)

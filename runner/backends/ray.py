@@ -86,21 +86,45 @@ def _connect(address: str | None) -> None:
         if target == "local" or ray_env.on_loopback(target):
             _loopback_only()
         ray_env.reachable(target)  # a dead address fails in seconds, not after Ray's retries
-        try:
-            ray.init(address=target, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING, configure_logging=False)
-        except Exception as exc:  # Ray's errors: translated here, once, in one line
-            raise BackendUnavailableError(
-                f"could not connect to the Ray cluster at {target}: {_first_line(exc)}",
-                fix="start the cluster (`ray start --head`), check the address (host:port or "
-                    "ray://host:10001), or leave the address out for a local Ray") from None
+        for attempt in range(1, _CLIENT_INIT_TRIES + 1):
+            try:
+                ray.init(address=target, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.WARNING, configure_logging=False)
+                break
+            except Exception as exc:  # Ray's errors: translated here, once, in one line
+                if attempt < _CLIENT_INIT_TRIES and _client_init_failed(exc):
+                    # The Ray Client server could not start this client's own server in
+                    # time (a loaded head node): a new connection starts another.
+                    with contextlib.suppress(Exception):
+                        ray.shutdown()
+                    time.sleep(attempt)
+                    continue
+                raise BackendUnavailableError(
+                    f"could not connect to the Ray cluster at {target}: {_reason(exc)}",
+                    fix="start the cluster (`ray start --head`), check the address (host:port "
+                        "or ray://host:10001), or leave the address out for a local Ray"
+                ) from None
         _connection_users, _connection_owned, _connection_address = 1, True, address
 
 
-def _first_line(exc: BaseException) -> str:
-    """An exception's message as one line (Ray's carry tracebacks and advice)."""
+_CLIENT_INIT_TRIES = 2  # each failure takes Ray Client 30 s or more
+_CLIENT_INIT_FAILURE = "Initialization failure from server"
+
+
+def _client_init_failed(exc: BaseException) -> bool:
+    """Whether a ray:// connection failed because the server could not set up this client
+    (Ray Client starts a server process per client; it may not be ready in time)."""
+    return _CLIENT_INIT_FAILURE in str(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's message as one line. Ray's carry tracebacks and advice: the first
+    line, or, when that only introduces what follows ("...from server:"), the last one,
+    which names the error."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[-1]}"
     return text if len(text) <= 300 else text[:300] + "..."
 
 
