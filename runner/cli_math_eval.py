@@ -267,14 +267,18 @@ def report_command(report_id: str, output_format: str, chart_path: str | None) -
     from .math.report import render_markdown, render_text, write_chart
 
     report = evaluation_report(report_id)
-    if output_format == "json":
-        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
-    elif output_format == "text":
-        click.echo(render_text(report), nl=False)
-    else:
-        click.echo(render_markdown(report), nl=False)
+    _show_report(report, output_format, render_text, render_markdown)
     if chart_path is not None:
         _write_chart(lambda: write_chart(report, chart_path), chart_path)
+
+
+def _show_report(report: Any, output_format: str, text: Callable[[Any], str],
+                 markdown: Callable[[Any], str]) -> None:
+    """An evaluation's or a training's report in the format asked for."""
+    if output_format == "json":
+        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
+    else:
+        click.echo((text if output_format == "text" else markdown)(report), nl=False)
 
 
 def _chart_target(path: str | None) -> str | None:
@@ -307,11 +311,6 @@ def _training_report(training_id: str, output_format: str, chart_path: str | Non
     )
 
     report = training_report(training_id)
-    if output_format == "json":
-        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
-    elif output_format == "text":
-        click.echo(render_training_text(report), nl=False)
-    else:
-        click.echo(render_training_markdown(report), nl=False)
+    _show_report(report, output_format, render_training_text, render_training_markdown)
     if chart_path is not None:
         _write_chart(lambda: write_training_chart(report, chart_path), chart_path)

@@ -24,22 +24,15 @@ team's other agents go on meanwhile. Every block's log row names the integration
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
 
-from ..functions import FunctionSet
-from ..sandbox import Sandbox
-from ..types import Limits
 from .common import (
     CANCELLED_EXIT_CODE,
     CANCELLED_MARK,
-    DEFAULT_MAX_OUTPUT_CHARS,
-    LazyBlocks,
-    block_limits,
+    SessionExecutor,
     block_output,
     exit_code,
     is_python,
@@ -58,45 +51,11 @@ class RunnerCodeResult(CodeResult):
     execution_ids: list[str] = field(default_factory=list)
 
 
-class RunnerCodeExecutor(CodeExecutor):
-    """Runs AutoGen's code blocks in runner's sandbox; see the module docstring.
+class RunnerCodeExecutor(SessionExecutor, CodeExecutor):
+    """Runs AutoGen's code blocks in runner's sandbox; see the module docstring and
+    `SessionExecutor` for the arguments (`stop` ends the session)."""
 
-    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
-    opened on first use and closed by `stop`). `timeout` (seconds) is each block's
-    wall-clock limit, over `limits`; `packages` are installed for the sandbox, never on the
-    host; `functions` (a `FunctionSet`) are defined in the session before its first block.
-    """
-
-    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
-                 timeout: float | None = None, limits: Limits | None = None,
-                 packages: Iterable[str] = (), functions: FunctionSet | None = None,
-                 max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
-        self.limits = block_limits(sandbox, limits, timeout)
-        self.max_output_chars = max_output_chars
-        self._meta = dict(meta or {})
-        self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
-                                  limits=self.limits, packages=packages, functions=functions)
-
-    @property
-    def timeout(self) -> float:
-        return self.limits.timeout_s
-
-    @property
-    def session_id(self) -> str | None:
-        return self._blocks.session_id
-
-    @property
-    def sandbox(self) -> Sandbox:
-        return self._blocks.get().sandbox
-
-    @property
-    def functions(self) -> FunctionSet | None:
-        return self._blocks.functions
-
-    @property
-    def packages(self) -> tuple[str, ...]:
-        return self._blocks.packages
+    integration = INTEGRATION
 
     async def execute_code_blocks(self, code_blocks: list[CodeBlock],
                                   cancellation_token: CancellationToken) -> RunnerCodeResult:

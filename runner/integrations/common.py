@@ -8,7 +8,8 @@ and the text a framework's model reads of a result.
   session's process), `restart` for a fresh one, `abandon` for a block the framework
   stopped waiting for; every block's log row names the integration in its meta;
 - `LazyBlocks`: an executor's one `BlockSession`, opened with its first block and closed
-  with the executor (its sandbox too, when the executor opened it);
+  with the executor (its sandbox too, when the executor opened it); `SessionExecutor`:
+  the settings and session AG2's and AutoGen's executors share;
 - `block_output` and `exit_code`: a result as the terminal-like text and exit code that
   AG2's and AutoGen's executors report (their conventions: 124 and "Timeout" for a block
   that ran out of time, 125 and "Cancelled" for one the caller cancelled, "unknown
@@ -22,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..agent.feedback import clip
 from ..errors import ConfigurationError
@@ -221,6 +222,53 @@ class LazyBlocks:
             return None
         blocks.close()
         return blocks.sandbox if self._owns_sandbox else None
+
+
+class SessionExecutor:
+    """What AG2's and AutoGen's code executors share: their settings and the one session
+    their blocks run in (`LazyBlocks`), and what they show of it. A subclass names its
+    `integration` and adds its framework's protocol.
+
+    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
+    opened on first use and closed with the executor). `timeout` (seconds) is each block's
+    wall-clock limit, over `limits` (the session's memory, process and file limits).
+    `packages` are installed for the sandbox (never on the host). `functions`, a
+    `FunctionSet`, are defined in the session before its first block, so blocks call them.
+    """
+
+    integration: ClassVar[str]
+
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+                 timeout: float | None = None, limits: Limits | None = None,
+                 packages: Iterable[str] = (), functions: FunctionSet | None = None,
+                 max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
+        self.limits = block_limits(sandbox, limits, timeout)
+        self.max_output_chars = max_output_chars
+        self._meta = dict(meta or {})
+        self._blocks = LazyBlocks(self.integration, sandbox, backend, backend_options,
+                                  limits=self.limits, packages=packages, functions=functions)
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.timeout_s
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._blocks.get().sandbox
+
+    @property
+    def session_id(self) -> str | None:
+        """The current runner session (None before the first block and after a restart)."""
+        return self._blocks.session_id
+
+    @property
+    def functions(self) -> FunctionSet | None:
+        return self._blocks.functions
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return self._blocks.packages
 
 
 def _close_later(session: Session) -> None:

@@ -17,7 +17,7 @@ output (AG2's convention), and never an exception: the agent's loop goes on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -25,14 +25,9 @@ from autogen.coding.base import CodeBlock, CodeResult
 from autogen.coding.markdown_code_extractor import MarkdownCodeExtractor
 from pydantic import Field
 
-from ...functions import FunctionSet
-from ...sandbox import Sandbox
-from ...types import Limits
 from ..common import (
-    DEFAULT_MAX_OUTPUT_CHARS,
     BlockRun,
-    LazyBlocks,
-    block_limits,
+    SessionExecutor,
     block_output,
     exit_code,
     is_python,
@@ -49,27 +44,12 @@ class RunnerCodeResult(CodeResult):  # type: ignore[misc]  # AG2 ships no type i
                                      description="The runner executions of these blocks, in order.")
 
 
-class RunnerCodeExecutor:
-    """Runs AG2's code blocks in runner's sandbox; see the module docstring.
+class RunnerCodeExecutor(SessionExecutor):
+    """Runs AG2's code blocks in runner's sandbox; see the module docstring and
+    `SessionExecutor` for the arguments (`close` ends the session)."""
 
-    `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
-    opened on first use and closed by `close`). `timeout` (seconds) is each block's
-    wall-clock limit, over `limits` (the session's memory, process and file limits).
-    `packages` are installed for the sandbox (never on the host). `functions`, a
-    `FunctionSet`, are defined in the session before its first block, so blocks call them.
-    """
-
-    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
-                 timeout: float | None = None, limits: Limits | None = None,
-                 packages: Iterable[str] = (), functions: FunctionSet | None = None,
-                 max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
-        self.limits = block_limits(sandbox, limits, timeout)
-        self.max_output_chars = max_output_chars
-        self._meta = dict(meta or {})
-        self._extractor = MarkdownCodeExtractor()
-        self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
-                                  limits=self.limits, packages=packages, functions=functions)
+    integration = INTEGRATION
+    _extractor = MarkdownCodeExtractor()  # stateless: one for every executor
 
     # -- AG2's protocol -------------------------------------------------------------------------
 
@@ -77,10 +57,6 @@ class RunnerCodeExecutor:
     def code_extractor(self) -> MarkdownCodeExtractor:
         """Markdown fences, as AG2's own executors read them."""
         return self._extractor
-
-    @property
-    def timeout(self) -> float:
-        return self.limits.timeout_s
 
     def execute_code_blocks(self, code_blocks: list[CodeBlock]) -> RunnerCodeResult:
         """Run the blocks in order in the session; stop at the first that fails."""
@@ -106,23 +82,6 @@ class RunnerCodeExecutor:
         self._blocks.restart()
 
     # -- runner's side ------------------------------------------------------------------------------
-
-    @property
-    def sandbox(self) -> Sandbox:
-        return self._blocks.get().sandbox
-
-    @property
-    def session_id(self) -> str | None:
-        """The current runner session (None before the first block and after a restart)."""
-        return self._blocks.session_id
-
-    @property
-    def functions(self) -> FunctionSet | None:
-        return self._blocks.functions
-
-    @property
-    def packages(self) -> tuple[str, ...]:
-        return self._blocks.packages
 
     def run_block(self, code: str, *, meta: Mapping[str, Any] | None = None) -> BlockRun:
         """Run one Python block in the session; its runner result (for MathChat and tools)."""
