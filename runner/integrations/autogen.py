@@ -32,11 +32,9 @@ from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
 from .common import (
     CANCELLED_EXIT_CODE,
     CANCELLED_MARK,
+    BlockOutputs,
     SessionExecutor,
-    block_output,
-    exit_code,
     is_python,
-    refusal_text,
 )
 
 __all__ = ["RunnerCodeExecutor", "RunnerCodeResult"]
@@ -60,14 +58,11 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor):
     async def execute_code_blocks(self, code_blocks: list[CodeBlock],
                                   cancellation_token: CancellationToken) -> RunnerCodeResult:
         """Run the blocks in order in the session; stop at the first that fails."""
-        outputs: list[str] = []
-        ids: list[str] = []
-        code = 0
+        done = BlockOutputs(self.max_output_chars)
         blocks = self._blocks.get()
         for block in code_blocks:
             if not is_python(block.language):
-                outputs.append(refusal_text(block.language))
-                code = 1
+                done.refuse(block.language)
                 break
             task = asyncio.ensure_future(asyncio.to_thread(blocks.run, block.code, meta=self._meta))
             cancellation_token.link_future(task)
@@ -77,17 +72,13 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor):
                 blocks.abandon()
                 if not cancellation_token.is_cancelled():
                     raise  # the caller's own task was cancelled: let it end
-                outputs.append(f"{CANCELLED_MARK}: the run was cancelled; the session's state is "
-                               "gone, the next block starts in a fresh session.")
-                code = CANCELLED_EXIT_CODE
+                done.stop(f"{CANCELLED_MARK}: the run was cancelled; the session's state is "
+                          "gone, the next block starts in a fresh session.", CANCELLED_EXIT_CODE)
                 break
-            ids.append(run.result.id)
-            outputs.append(block_output(run.result, setup=run.setup, max_chars=self.max_output_chars))
-            code = exit_code(run.result)
-            if code != 0:
+            if not done.add(run):
                 break
-        return RunnerCodeResult(exit_code=code, output="\n".join(o for o in outputs if o),
-                                execution_ids=ids)
+        return RunnerCodeResult(exit_code=done.exit_code, output=done.output,
+                                execution_ids=done.ids)
 
     async def start(self) -> None:
         """Nothing to start: the session opens with the first block."""

@@ -9,7 +9,8 @@ and the text a framework's model reads of a result.
   stopped waiting for; every block's log row names the integration in its meta;
 - `LazyBlocks`: an executor's one `BlockSession`, opened with its first block and closed
   with the executor (its sandbox too, when the executor opened it); `SessionExecutor`:
-  the settings and session AG2's and AutoGen's executors share;
+  the settings and session AG2's and AutoGen's executors share, `BlockOutputs` what a
+  call of theirs reports;
 - `block_output` and `exit_code`: a result as the terminal-like text and exit code that
   AG2's and AutoGen's executors report (their conventions: 124 and "Timeout" for a block
   that ran out of time, 125 and "Cancelled" for one the caller cancelled, "unknown
@@ -222,6 +223,37 @@ class LazyBlocks:
             return None
         blocks.close()
         return blocks.sandbox if self._owns_sandbox else None
+
+
+class BlockOutputs:
+    """What a call of AG2's or AutoGen's executor reports of its blocks, in order: their
+    text (terminal-like, each cut to `max_chars`), their execution ids and the exit code
+    of the last; the call stops at the first block that does not succeed."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.parts: list[str] = []
+        self.ids: list[str] = []
+        self.exit_code = 0
+
+    def refuse(self, language: str) -> None:
+        """A block in a language the executor does not run (exit code 1)."""
+        self.stop(refusal_text(language), 1)
+
+    def stop(self, text: str, exit_code: int) -> None:
+        self.parts.append(text)
+        self.exit_code = exit_code
+
+    def add(self, run: BlockRun) -> bool:
+        """Record a block that ran; whether the next may run (this one succeeded)."""
+        self.ids.append(run.result.id)
+        self.parts.append(block_output(run.result, setup=run.setup, max_chars=self.max_chars))
+        self.exit_code = exit_code(run.result)
+        return self.exit_code == 0
+
+    @property
+    def output(self) -> str:
+        return "\n".join(part for part in self.parts if part)
 
 
 class SessionExecutor:

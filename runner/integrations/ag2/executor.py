@@ -26,12 +26,10 @@ from autogen.coding.markdown_code_extractor import MarkdownCodeExtractor
 from pydantic import Field
 
 from ..common import (
+    BlockOutputs,
     BlockRun,
     SessionExecutor,
-    block_output,
-    exit_code,
     is_python,
-    refusal_text,
 )
 
 INTEGRATION = "ag2"
@@ -60,22 +58,15 @@ class RunnerCodeExecutor(SessionExecutor):
 
     def execute_code_blocks(self, code_blocks: list[CodeBlock]) -> RunnerCodeResult:
         """Run the blocks in order in the session; stop at the first that fails."""
-        outputs: list[str] = []
-        ids: list[str] = []
-        code = 0
+        done = BlockOutputs(self.max_output_chars)
         for block in code_blocks:
             if not is_python(block.language):
-                outputs.append(refusal_text(block.language))
-                code = 1
+                done.refuse(block.language)
                 break
-            run = self.run_block(block.code)
-            ids.append(run.result.id)
-            outputs.append(block_output(run.result, setup=run.setup, max_chars=self.max_output_chars))
-            code = exit_code(run.result)
-            if code != 0:
+            if not done.add(self.run_block(block.code)):
                 break
-        return RunnerCodeResult(exit_code=code, output="\n".join(o for o in outputs if o),
-                                execution_ids=ids)
+        return RunnerCodeResult(exit_code=done.exit_code, output=done.output,
+                                execution_ids=done.ids)
 
     def restart(self) -> None:
         """End the session: the next block starts in a fresh one."""
