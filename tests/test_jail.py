@@ -342,23 +342,30 @@ def test_the_process_limit_binds_whoever_started_the_worker(attacked):
     assert outcome["threads"] >= 1, outcome
 
 
+def _venv_under_tmp(base: Path) -> tuple[Path, Path]:
+    """A virtual environment in `base` whose site directory holds the project's packages;
+    (the environment, its site-packages)."""
+    base.chmod(0o755)
+    venv = base / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv",
+                    "--without-pip", str(venv)], check=True, timeout=120)
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    Path(purelib, "project.pth").write_text(
+        f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    return venv, Path(purelib)
+
+
 def test_a_python_installation_under_tmp_is_bound_not_hidden(secret):
     """A virtual environment under /tmp (a checkout in a temporary directory, as CI clones
     one) is bound into the jail's own /tmp, read-only; the rest of the host's /tmp stays
     out of sight."""
     base = Path(tempfile.mkdtemp(prefix="jail-venv-", dir="/tmp"))
     try:
-        base.chmod(0o755)
-        venv = base / "venv"
-        subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv",
-                        "--without-pip", str(venv)], check=True, timeout=120)
+        venv, _ = _venv_under_tmp(base)
         python = venv / "bin" / "python"
-        purelib = subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-        # The project's packages, as a site directory of the new environment.
-        Path(purelib, "project.pth").write_text(
-            f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
         code = PRELUDE + f'''
 import sys
 OUT["prefix"] = sys.prefix
@@ -379,5 +386,56 @@ OUT["write"] = attempt(lambda: open({str(venv)!r} + "/planted", "w"))
         assert seen["write"] in ("EROFS", "EACCES"), seen["write"]
         assert not (venv / "planted").exists()
         assert results["_next_run"] == {"status": "ok", "stdout": "42\n"}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+PLANT = PRELUDE + """
+for path in PATHS:
+    OUT[path] = attempt(lambda: os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)))
+OUT["dir"] = attempt(lambda: os.mkdir("/tmp/left-dir"))
+""" + EPILOGUE
+OBSERVE = PRELUDE + """
+OUT["found"] = [path for path in PATHS if os.path.exists(path)]
+OUT["tmp"] = sorted(os.listdir("/tmp"))
+""" + EPILOGUE
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_nothing_in_the_jails_tmp_is_writable_without_landlock(caller):
+    """The jail's /tmp and the mount points made in it for an environment under the host's
+    /tmp are read-only mounts: with Landlock off (as on a kernel without it), and with the
+    worker started by an ordinary user (who owns them, as its children do), a run can
+    leave nothing there for the next."""
+    base = Path(tempfile.mkdtemp(prefix="jail-venv-", dir="/tmp"))
+    try:
+        venv, purelib = _venv_under_tmp(base)
+        # Landlock off in the worker: the read-only mounts alone carry this promise.
+        Path(purelib, "zz_no_landlock.pth").write_text(
+            f"import sys; sys.path.insert(0, {str(HERE.parent)!r}); "
+            "import runner.worker.landlock as landlock; landlock.build = lambda *a, **k: None; "
+            "landlock.abi_version = lambda: 0\n")
+        subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+        paths = ["/tmp/planted", f"{base}/planted", f"{venv}/lib/planted"]
+        prelude = f"PATHS = {paths!r}\n"
+        attacks = [{"name": "plant", "code": prelude + PLANT},
+                   {"name": "observe", "code": prelude + OBSERVE}]
+        python = str(venv / "bin" / "python")
+        command = [python, str(HERE / "jail_probe.py")]
+        if caller == "ordinary-user":
+            command = [python, str(HERE / "as_user.py"), ORDINARY_USER, str(HERE / "jail_probe.py")]
+        proc = subprocess.run(command, input=json.dumps(attacks), capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        results = json.loads(proc.stdout)
+        assert (results["_caller"]["uid"] == 0) == (caller == "root")
+        assert results["plant"]["isolation"]["landlock_abi"] == 0
+        planted = _outcome(results, "plant")
+        assert all(planted[path] == "EROFS" for path in paths), planted
+        assert planted["dir"] in ("EROFS", "EPERM"), planted  # the mount, or seccomp
+        observed = _outcome(results, "observe")
+        assert observed == {"found": [], "tmp": [base.name]}, observed
+        assert results["_next_run"] == {"status": "ok", "stdout": "42\n"}
+        assert not list(base.rglob("planted"))
     finally:
         shutil.rmtree(base, ignore_errors=True)

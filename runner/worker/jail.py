@@ -11,9 +11,10 @@ that escapes the policy (and disarms the audit hook) still reaches nothing of th
 - `seal`, in pid 1 once the allowed libraries are imported: a fresh tmpfs becomes the
   root, holding exactly the Python installation and the packages the worker loaded
   (bound read-only at the paths Python knows them by), /dev/null, zero, full, random
-  and urandom, a /proc of the new PID namespace (pids only), and an empty /tmp that
-  only the worker can write. The host's tree is then detached: `stat` of a host path
-  finds nothing, and no run can leave a file for another.
+  and urandom, a /proc of the new PID namespace (pids only), and an empty, read-only
+  /tmp (holding only mount points, for a Python installation under the host's /tmp).
+  The host's tree is then detached: `stat` of a host path finds nothing, and no run can
+  leave a file for another.
 
 Ids: inside, the worker is root of its namespace and children run as SANDBOX_UID. When
 the caller is root, that id is the host's `nobody` (65534) and the worker stays uid 0
@@ -339,6 +340,10 @@ def seal(view: View) -> None:
             bound.append(path)
         for mask in masked:
             _mount(None, NEW_ROOT + mask, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        # Runs touch no files: /tmp is read-only too, so that nothing in the view is
+        # writable whoever owns it (a worker started by an ordinary user owns /tmp and the
+        # mount points in it, and so do its children) and Landlock is depth only.
+        _mount(None, NEW_ROOT + "/tmp", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         _make_devices(devices)
         os.makedirs(NEW_ROOT + "/proc", mode=0o555, exist_ok=True)
         _mount_proc(NEW_ROOT + "/proc")

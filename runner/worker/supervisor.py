@@ -327,10 +327,13 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when we stop
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    base_dir = tempfile.mkdtemp(prefix="runner-worker-")
-    if config.container:
+    # Runs that touch no files (the restricted tier, whose jail has a read-only /tmp) get
+    # no working directory, so the worker makes no directory for them.
+    base_dir = tempfile.mkdtemp(prefix="runner-worker-") if executor.uses_files else None
+    if base_dir is not None and config.container:
         os.chmod(base_dir, 0o1777)  # children (the sandbox user) make their workdirs here
-    config = dataclasses.replace(config, base_dir=base_dir, supervisor_pid=os.getpid())
+    config = dataclasses.replace(config, base_dir=base_dir or config.base_dir,
+                                 supervisor_pid=os.getpid())
     collect_generators()
     # Everything imported so far is shared with every child; keep the collector from
     # touching (and so copying) those pages after each fork.
@@ -381,4 +384,5 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
                 supervisor.prepare_spare()
     finally:
         supervisor.close()
-        shutil.rmtree(base_dir, ignore_errors=True)
+        if base_dir is not None:
+            shutil.rmtree(base_dir, ignore_errors=True)
