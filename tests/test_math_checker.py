@@ -258,6 +258,12 @@ FALSE_ACCEPTS = [
     ("1,000", "1.000"),  # a thousands separator, not a decimal comma
     ("\\frac13", "0.33333333333"),  # 11 digits: a rounding, not a float's print
     ("10^{100000}", "1" + "0" * 99_999),
+    # too large for digits to tell apart: equal only as written
+    ("10^{10^{10}}", "10^{10^{10}}+1"),
+    ("10^{10^{10}}+1", "10^{10^{10}}+2"),
+    ("2^{2^{20}}", "2^{2^{20}}-1"),
+    ("100000000!", "100000000!+1"),
+    ("\\sqrt{2} \\cdot 10^{100}", "\\sqrt{2} \\cdot 10^{100}+1"),
 ]
 
 NEW_EQUAL = [

@@ -62,6 +62,8 @@ MAX_INTEGER_DIGITS = 200_000
 # Both sides exact numbers: equal when they agree to this many significant digits, after
 # exact arithmetic where it applies (rationals, factorials, powers of integers).
 _EXACT_DIGITS = 60
+# Beyond this size, agreeing to those digits leaves a difference of 1 or more undecided.
+_LARGEST_COMPARED_NUMERICALLY = 10 ** (_EXACT_DIGITS - 20)
 _INTEGER = re.compile(r"-?\d+")
 
 # Why this process could not start (set by `initialize`), or None.
@@ -237,6 +239,10 @@ def _exact_equal(gold: Any, candidate: Any) -> bool | None:
         difference = abs(gold_value - candidate_value)
         if not (size.is_Number and difference.is_Number):
             return None
+        if size > _LARGEST_COMPARED_NUMERICALLY:
+            # Too large for digits to tell apart (`10^{10^{10}}` and `10^{10^{10}}+1` agree
+            # to any number of them, yet differ): equal only as written.
+            return bool(gold == candidate)
         return bool(difference <= size * 10 ** -(_EXACT_DIGITS - 10))
     except (TypeError, ValueError, ArithmeticError):
         return None
