@@ -8,6 +8,7 @@ the request choose where code comes from.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -19,6 +20,7 @@ from packaging.utils import canonicalize_name
 # `error_types.PACKAGE_UNAVAILABLE`, the same on every backend.)
 
 MAX_REQUIREMENT_LENGTH = 200
+ALLOWLIST_VARIABLE = "RUNNER_PACKAGE_ALLOWLIST"
 
 
 class PackageRequestError(ValueError):
@@ -76,3 +78,22 @@ def installed_version(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def allowlist_of(configured: Iterable[str] | None) -> frozenset[str] | None:
+    """The distributions a sandbox may be asked for (any version), or None for any: the
+    argument, else RUNNER_PACKAGE_ALLOWLIST ("sympy numpy tabulate")."""
+    names = list(configured) if configured is not None else \
+        os.environ.get(ALLOWLIST_VARIABLE, "").replace(",", " ").split()
+    return frozenset(canonicalize_name(name) for name in names) or None
+
+
+def refused_by(allowlist: frozenset[str] | None, requests: Iterable[PackageRequest]) -> str | None:
+    """Why `requests` are refused by `allowlist` (None: they are not)."""
+    if allowlist is None:
+        return None
+    refused = [request.name for request in requests if request.name not in allowlist]
+    if not refused:
+        return None
+    return (f"package {', '.join(refused)} is not on this sandbox's allowlist "
+            f"({', '.join(sorted(allowlist))})")

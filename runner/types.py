@@ -52,6 +52,8 @@ class Limits(_Frozen):
     `cpu_s` defaults to the wall-clock timeout (a process cannot use more CPU than
     wall time on one core; on Docker, threads can, so the CPU limit still matters).
     `memory_mb` bounds what the run allocates on top of the warm interpreter.
+    `disk_mb` bounds the jail tier's working directory and /tmp (a tmpfs of the run's own,
+    held in memory besides `memory_mb`, gone when the run ends).
     """
 
     timeout_s: float = Field(default=10.0, gt=0, le=3600)
@@ -61,6 +63,7 @@ class Limits(_Frozen):
     max_processes: int = Field(default=32, ge=1, le=4096)
     max_open_files: int = Field(default=64, ge=16, le=65536)
     max_file_size_mb: int = Field(default=16, ge=1, le=65536)
+    disk_mb: int = Field(default=wire.DEFAULT_DISK_MB, ge=1, le=65536)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -99,12 +102,17 @@ class ErrorInfo(_Frozen):
     detail: dict[str, Any] | None = None
 
 
+# The tiers that run on this host, in the jail (restricted: with the policy above it).
+LOCAL_TIERS = ("jail", "restricted")
+
+
 class Isolation(_Frozen):
     """The layers that confined a run, as its worker saw them before the run started (so a
     reviewer can tell a fully confined run from one on a kernel without Landlock)."""
 
     tier: str = ""
-    namespaces: tuple[str, ...] = ()  # the restricted jail's own namespaces
+    namespaces: tuple[str, ...] = ()  # the local tiers' jail's own namespaces
+    per_run: tuple[str, ...] = ()     # namespaces (and the directory) each run has of its own
     unprivileged: bool = False        # no capabilities, not root, no_new_privs
     landlock_abi: int = 0             # 0: the kernel has no Landlock
     seccomp: str | None = None        # "allow-list", or None when not in place
@@ -119,8 +127,10 @@ class Isolation(_Frozen):
             parts.append("container")
         if self.namespaces:
             parts.append(f"namespaces ({', '.join(self.namespaces)})")
+        if self.per_run:
+            parts.append(f"per run ({', '.join(self.per_run)})")
         parts.append("unprivileged" if self.unprivileged else "PRIVILEGED")
-        if self.tier == "restricted":
+        if self.tier in LOCAL_TIERS:
             parts.append(f"landlock v{self.landlock_abi}" if self.landlock_abi else "NO landlock")
         parts.append(f"seccomp {self.seccomp}" if self.seccomp else "NO seccomp")
         if self.tier == "restricted":

@@ -38,5 +38,7 @@ def run_was_lost(result: ExecutionResult) -> bool:
         result.error.type in LOST_RUN_ERRORS
 
 
+# The tier every entry point uses unless told otherwise: real Python in the jail.
+DEFAULT_BACKEND = "jail"
 # The tiers a ray backend's actors can hold on the cluster's nodes.
-RAY_INNER_BACKENDS = ("restricted", "docker")
+RAY_INNER_BACKENDS = ("jail", "restricted", "docker")

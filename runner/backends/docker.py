@@ -26,8 +26,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from ..docker import images
 from ..docker.engine import (
     LABEL,
@@ -40,12 +38,13 @@ from ..docker.engine import (
     no_such_image,
     remove_containers,
 )
-from ..docker.environments import MOUNT_POINT, Environment, InstallFailed, resolve
+from ..docker.environments import MOUNT_POINT, Environment, resolve
 from ..docker.seccomp_profile import security_option
 from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
-from ..packages import PackageRequestError, parse_requirements
+from ..packages import PackageRequestError, allowlist_of, parse_requirements, refused_by
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
+from ..wheels import InstallFailed
 from ..worker import error_types, wire
 from .worker_backend import BackendSession, Placement, RequestRefused, WorkerBackend
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
@@ -285,9 +284,7 @@ class DockerBackend(WorkerBackend):
         self.start_timeout = start_timeout
         self.labels = dict(labels or {})
         # Optional policy: only these distributions may be requested (names, any version).
-        configured = package_allowlist if package_allowlist is not None else \
-            list(os.environ.get("RUNNER_PACKAGE_ALLOWLIST", "").replace(",", " ").split())
-        self.package_allowlist = frozenset(canonicalize_name(n) for n in configured) or None
+        self.package_allowlist = allowlist_of(package_allowlist)
         self._pools: dict[tuple[str, Profile], WorkerPool] = {}
         self._environments: dict[tuple[str, ...], Environment] = {}
         self._image_versions: dict[str, str] | None = None
@@ -337,12 +334,9 @@ class DockerBackend(WorkerBackend):
             requests = parse_requirements(request.packages)
         except PackageRequestError as exc:
             raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE, str(exc)) from None
-        if self.package_allowlist is not None:
-            refused = [r.name for r in requests if r.name not in self.package_allowlist]
-            if refused:
-                raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE,
-                              f"package {', '.join(refused)} is not on this sandbox's allowlist "
-                              f"({', '.join(sorted(self.package_allowlist))})")
+        refused = refused_by(self.package_allowlist, requests)
+        if refused:
+            raise RequestRefused(Status.DENIED, error_types.PACKAGE_UNAVAILABLE, refused)
         key = tuple(sorted(str(r) for r in requests))
         env = self._environments.get(key)
         if env is None:

@@ -36,6 +36,12 @@ def create_backend(name: str, **options: Any) -> Backend:
     return loader()(**options)
 
 
+def _load_jail() -> BackendFactory:
+    from .jail import JailBackend
+
+    return JailBackend
+
+
 def _load_restricted() -> BackendFactory:
     from .restricted import RestrictedBackend
 
@@ -76,6 +82,7 @@ def _load_ray() -> BackendFactory:
     return make
 
 
+register_backend("jail", _load_jail)
 register_backend("restricted", _load_restricted)
 register_backend("docker", _load_docker)
 register_backend("ray", _load_ray)

@@ -16,35 +16,21 @@ cached, mounted read-only.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import platform
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from ..packages import PackageRequest
 from ..paths import runner_home
+from ..wheels import InstallFailed, build_once, envs_root, locked, pip_reason, run_pip, wheel_cache
 from .engine import DockerCommandError, EngineUnavailableError, docker
 
 IMAGE_PYTHON = "3.11"  # the sandbox image is Debian bookworm's python3
 MOUNT_POINT = "/opt/env"
-_COMPLETE = ".complete"
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-class InstallFailed(Exception):
-    """pip could not resolve or install the request; the message is pip's reason."""
 
 
 @dataclass(frozen=True)
@@ -55,31 +41,10 @@ class Environment:
     volume: str | None = None  # the engine volume sandboxes mount (a copy of `path`)
 
 
-def _lock(key: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(key, threading.Lock())
-
-
 def _pip_platforms() -> list[str]:
     machine = platform.machine() or "x86_64"
     tags = [f"manylinux_2_{minor}_{machine}" for minor in (36, 34, 31, 28, 27, 24, 17)]
     return [*tags, f"manylinux2014_{machine}", f"linux_{machine}"]
-
-
-def _pip_reason(stderr: str) -> str:
-    """pip's own explanation, trimmed to the lines that say what went wrong."""
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("ERROR") or "No matching" in line]
-    return "\n".join((errors or lines)[-6:])[-1500:] or "pip failed without a message"
-
-
-def _run_pip(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise InstallFailed(f"pip did not finish within {timeout:g} s (a slow or unreachable "
-                            "index?)") from None
 
 
 def _download(requests: list[PackageRequest], wheels: Path, timeout: float) -> None:
@@ -89,9 +54,9 @@ def _download(requests: list[PackageRequest], wheels: Path, timeout: float) -> N
     for tag in _pip_platforms():
         command += ["--platform", tag]
     command += ["--", *[str(request) for request in requests]]
-    proc = _run_pip(command, timeout)
+    proc = run_pip(command, timeout)
     if proc.returncode != 0:
-        raise InstallFailed(_pip_reason(proc.stderr))
+        raise InstallFailed(pip_reason(proc.stderr))
 
 
 def _pip_wheel(cache: Path, timeout: float) -> Path:
@@ -100,21 +65,12 @@ def _pip_wheel(cache: Path, timeout: float) -> Path:
     found = sorted(tools.glob("pip-*.whl"))
     if not found:
         tools.mkdir(parents=True, exist_ok=True)
-        proc = _run_pip([sys.executable, "-m", "pip", "download", "--no-deps",
-                         "--only-binary=:all:", "--dest", str(tools), "pip"], timeout)
+        proc = run_pip([sys.executable, "-m", "pip", "download", "--no-deps",
+                        "--only-binary=:all:", "--dest", str(tools), "pip"], timeout)
         if proc.returncode != 0:
-            raise InstallFailed("could not fetch pip itself: " + _pip_reason(proc.stderr))
+            raise InstallFailed("could not fetch pip itself: " + pip_reason(proc.stderr))
         found = sorted(tools.glob("pip-*.whl"))
     return found[-1]
-
-
-def _installed_versions(target: Path) -> dict[str, str]:
-    versions = {}
-    for info in target.glob("*.dist-info"):
-        match = re.match(r"(.+)-([^-]+)\.dist-info$", info.name)
-        if match:
-            versions[str(canonicalize_name(match.group(1)))] = match.group(2)
-    return versions
 
 
 def _select(versions: dict[str, str], requests: list[PackageRequest]) -> dict[str, str]:
@@ -136,33 +92,19 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
 
     key = hashlib.sha256(json.dumps(
         [sorted(str(r) for r in requests), image_id]).encode()).hexdigest()[:16]
-    root = runner_home(writable=True) / "envs"
-    root.mkdir(parents=True, exist_ok=True)
+    root = envs_root()
     target = root / key
-    # A thread lock for this process and a file lock for the others: one build per key,
-    # and a finished environment (which containers may have mounted) is never replaced.
-    with _lock(key), open(root / f".{key}.lock", "w") as lock_file:
-        fcntl.flock(lock_file, fcntl.LOCK_EX)
-        if (target / _COMPLETE).is_file():
-            versions = json.loads((target / _COMPLETE).read_text())
-            volume = _volume(key, target, image, timeout)
-            return Environment(key, target, _select(versions, requests), volume)
-        cache = runner_home(writable=True) / "cache"
-        wheels = cache / "wheels" / key
-        wheels.mkdir(parents=True, exist_ok=True)
-        _download(requests, wheels, timeout)
-        pip = _pip_wheel(cache, timeout)
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-        try:
+    # One build per key, and a finished environment (which containers may have mounted)
+    # is never replaced.
+    with locked(root, key):
+        def install(staging: Path) -> None:
+            wheels = wheel_cache(key)
+            _download(requests, wheels, timeout)
+            pip = _pip_wheel(runner_home(writable=True) / "cache", timeout)
             _install(image, wheels, pip, staging, requests, timeout)
             _readable_by_all(staging)  # sandboxes run as another user and mount it read-only
-            versions = _installed_versions(staging)
-            (staging / _COMPLETE).write_text(json.dumps(versions))
-            shutil.rmtree(target, ignore_errors=True)  # only ever an unfinished one here
-            os.replace(staging, target)  # atomic: a half-built environment is never used
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+
+        versions = build_once(target, install, ", ".join(str(r) for r in requests))
         volume = _volume(key, target, image, timeout)
         return Environment(key, target, _select(versions, requests), volume)
 
@@ -233,4 +175,4 @@ def _install(image: str, wheels: Path, pip: Path, target: Path,
     except EngineUnavailableError:
         raise  # not the packages' fault: the caller reports the engine
     except DockerCommandError as exc:
-        raise InstallFailed(_pip_reason(exc.stderr)) from None
+        raise InstallFailed(pip_reason(exc.stderr)) from None

@@ -1,5 +1,6 @@
 """Entry point of the worker program.
 
+On the host (jail tier):         python -m runner.worker --executor jail [--path ENV] [--preload ...]
 On the host (restricted tier):   python -m runner.worker --executor restricted
 In a container (Docker tier):    python3 -m worker --executor plain --container --run-as 10001:10001
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
+from . import jail
 from .child import ChildConfig, Executor
 from .supervisor import serve
 
@@ -21,15 +24,20 @@ def _user(text: str) -> tuple[int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="runner-worker")
-    parser.add_argument("--executor", choices=["restricted", "plain"], default="restricted")
+    parser.add_argument("--executor", choices=["jail", "restricted", "plain"], default="jail")
     parser.add_argument("--allow", default="", help="restricted: comma-separated allowed modules")
     parser.add_argument("--layers", choices=["full", "hook", "kernel"], default="full",
                         help="restricted: 'full' (policy, audit hook, kernel confinement); "
                              "for isolation tests only, 'hook' or 'kernel' run user code "
                              "with the real builtins under fewer layers")
-    parser.add_argument("--preload", default=None, help="plain: comma-separated modules to import")
+    parser.add_argument("--preload", default=None,
+                        help="plain, jail: comma-separated modules to import")
     parser.add_argument("--path", action="append", default=[],
-                        help="plain: a directory of installed packages to put on sys.path")
+                        help="plain, jail: a directory of installed packages to put on sys.path "
+                             "(jail: also bound read-only into the jail)")
+    parser.add_argument("--bind", action="append", default=[],
+                        help="jail: a file or directory of the host's packages to bind "
+                             "read-only into the jail")
     parser.add_argument("--container", action="store_true",
                         help="the worker owns its container: after each run, clear everything "
                              "the sandbox user left (processes, files, IPC)")
@@ -48,29 +56,7 @@ def main() -> None:
         ready = {"preloaded": plain.preload(), "versions": _versions()}
         executor = plain
     else:
-        from . import jail
-
-        try:
-            jail.enter()  # returns in the jail's pid 1
-        except jail.JailError as exc:
-            sys.stderr.write(f"runner worker: the restricted backend's jail: {exc}\n")
-            raise SystemExit(3) from None
-        from .restricted_executor import RestrictedExecutor
-
-        allowed = [name for name in args.allow.split(",") if name]
-        restricted = RestrictedExecutor(allowed, layers=args.layers) if allowed \
-            else RestrictedExecutor(layers=args.layers)
-        preloaded = restricted.preload()
-        view = jail.View.of_python()
-        try:
-            jail.seal(view)
-        except jail.JailError as exc:
-            sys.stderr.write(f"runner worker: the restricted backend's jail: {exc}\n")
-            raise SystemExit(3) from None
-        restricted.prepare_children(view.readable())
-        ready = {"preloaded": preloaded, "allowed": list(restricted.policy.allowed),
-                 "layers": restricted.layers}
-        executor = restricted
+        ready, executor = _jailed(args)
         # Root inside the jail (the caller was root): children become the sandbox user.
         if os.getuid() == 0:
             args.run_as = (jail.SANDBOX_UID, jail.SANDBOX_GID)
@@ -78,8 +64,50 @@ def main() -> None:
     per_run_processes = not args.container or bool(getattr(executor, "own_user_namespaces",
                                                            False))
     config = ChildConfig(container=args.container, limit_processes=per_run_processes,
-                         run_as=args.run_as)
+                         run_as=args.run_as, own_pid_namespace=args.executor != "plain")
     serve(executor, ready, config)
+
+
+def _jailed(args: argparse.Namespace) -> tuple[dict[str, object], Executor]:
+    """A local tier's worker: into the jail first (returns in its pid 1), preload, seal the
+    view, then what every child inherits."""
+    try:
+        jail.enter()
+    except jail.JailError as exc:
+        _jail_failed(exc)
+    if args.executor == "jail":
+        from .jail_executor import DEFAULT_PRELOAD, JailExecutor
+
+        preload = [n for n in (args.preload or "").split(",") if n] + list(DEFAULT_PRELOAD)
+        real = JailExecutor(preload, args.path)
+        preloaded = real.preload()
+        view = jail.View.of_python(extra=[*args.path, *args.bind], libraries=True)
+        _seal(view)
+        real.prepare_children(view)
+        return {"preloaded": preloaded}, real
+    from .restricted_executor import RestrictedExecutor
+
+    allowed = [name for name in args.allow.split(",") if name]
+    restricted = RestrictedExecutor(allowed, layers=args.layers) if allowed \
+        else RestrictedExecutor(layers=args.layers)
+    preloaded = restricted.preload()
+    view = jail.View.of_python()
+    _seal(view)
+    restricted.prepare_children(view)
+    return {"preloaded": preloaded, "allowed": list(restricted.policy.allowed),
+            "layers": restricted.layers}, restricted
+
+
+def _seal(view: jail.View) -> None:
+    try:
+        jail.seal(view)
+    except jail.JailError as exc:
+        _jail_failed(exc)
+
+
+def _jail_failed(exc: Exception) -> NoReturn:
+    sys.stderr.write(f"runner worker: the jail: {exc}\n")
+    raise SystemExit(3) from None
 
 
 def _versions() -> dict[str, str]:

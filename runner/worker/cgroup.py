@@ -11,6 +11,7 @@ namespace (the container's group is the root of /sys/fs/cgroup). Stdlib only.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 ROOT = "/sys/fs/cgroup"
 _V1_MEMORY, _V2 = f"{ROOT}/memory", ROOT
@@ -88,17 +89,19 @@ def cpus() -> float:
 
 
 class CpuMeter:
-    """A run's CPU budget for all of its processes together, read from the group's usage.
-    The group cannot use more than `cpus()` seconds of CPU per second, so the next look
-    is due when the rest of the budget could have been used at that rate."""
+    """A run's CPU budget for all of its threads and processes together, read by `read`
+    (by default the container's group's usage; on the host, the run's process's). They
+    cannot use more than `cpus()` seconds of CPU per second, so the next look is due when
+    the rest of the budget could have been used at that rate."""
 
-    def __init__(self, budget_s: float) -> None:
+    def __init__(self, budget_s: float, read: Callable[[], int | None] = cpu_used_ns) -> None:
         self.budget_ns = int(budget_s * 1e9)
         self.rate = cpus()
-        self.start = cpu_used_ns()
+        self.read = read
+        self.start = read()
 
     def used_ns(self) -> int:
-        now = cpu_used_ns()
+        now = self.read()
         return 0 if now is None or self.start is None else max(0, now - self.start)
 
     def seconds_until_due(self) -> float | None:

@@ -28,16 +28,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import error_types, privileges, seccomp, wire
+from . import error_types, linux, privileges, seccomp, wire
 from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
 MIB = 1024 * 1024
 # Bound once: the report must not depend on what user code did to `os`.
 _write, _fstat = os.write, os.fstat
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = linux.PR_SET_PDEATHSIG
+PR_SET_DUMPABLE = linux.PR_SET_DUMPABLE
+PR_SET_NO_NEW_PRIVS = linux.PR_SET_NO_NEW_PRIVS
 MAX_MESSAGE_CHARS = 64 * 1024  # of an error message or a denial, in a report
 # A child's result and request pipes always have these numbers, so what refers to them
 # (the audit hook's announcements) can be built once, before any child exists.
@@ -62,6 +62,9 @@ class ChildConfig:
     base_dir: str = "/tmp"
     # The supervisor's pid: a child's parent once it is set up (see forkserver.py).
     supervisor_pid: int = 0
+    # Each child is pid 2 of a PID namespace of its own (the local tiers' jail): its parent,
+    # the supervisor, is outside it, so the child reads its parent's pid as 0.
+    own_pid_namespace: bool = False
 
 
 class Executor(Protocol):
@@ -76,10 +79,17 @@ class Executor(Protocol):
     def new_namespace(self) -> dict[str, Any]: ...
 
     uses_files: bool  # False: the code cannot touch files, so it gets no working directory
+    # True: the child mounts a directory of its own (jail.enter_run), sized by the fork
+    # command, before it gives up its privileges.
+    mounts_run_dir: bool
     # True: the child confines itself completely before its request arrives, and the
     # supervisor sets its limits (prlimit) just before handing the request over, since a
     # confined child may not set them itself.
     confined_before_request: bool
+
+    def enter_run(self, disk_mb: int) -> None:
+        """In the child, first, while it still holds the worker's privileges: the kernel
+        objects of its own (jail.RunPlan), or nothing."""
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """In the child, as soon as it is set up (before its request arrives)."""
@@ -163,17 +173,7 @@ def _bounded_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-def _load_libc() -> Any:
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True)
-    except (OSError, AttributeError):  # not Linux: the process group kill still applies
-        return None
-
-
-# Loaded once in the parent: importing ctypes in every child would cost milliseconds.
-_libc = _load_libc()
+_libc = linux.libc
 
 
 def _prctl(*args: int) -> int:
@@ -202,15 +202,35 @@ def _set_limit(which: int, value: int, pid: int) -> None:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """CPU time process `pid` (0: this one) has used so far."""
+    """CPU time process `pid` (0: this one) has used so far, all its threads together."""
     if pid == 0:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime + usage.ru_stime
+    return (process_cpu_ns(pid) or 0) / 1e9
+
+
+def process_cpu_ns(pid: int) -> int | None:
+    """CPU time of live process `pid`, every thread together (those that ended included),
+    in nanoseconds: the precise per-thread counters of its live threads, or the process's
+    own total (in clock ticks, and so coarser) where that is more (threads that ended)."""
+    precise = 0
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as stat:
-            return int(stat.read().split()[0]) / 1e9
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        threads = []
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/schedstat", "rb") as stat:
+                precise += int(stat.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
     except (OSError, ValueError, IndexError):
-        return 0.0
+        return precise or None
+    return max(precise, ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK"))
 
 
 def block_cpu_limit(limits: dict[str, Any], pid: int = 0) -> int:
@@ -350,7 +370,8 @@ def collect_generators() -> None:
 
 
 def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd: int,
-                  keep_fds: tuple[int, ...], config: ChildConfig, become_user: bool) -> None:
+                  keep_fds: tuple[int, ...], config: ChildConfig, become_user: bool,
+                  enter_run: Any = None) -> None:
     """Everything that does not depend on the request: done before the request arrives.
     Afterwards the result and request pipes are RESULT_FD and REQUEST_FD. Without
     `become_user`, the child stays the worker's user until its request arrives."""
@@ -364,6 +385,8 @@ def prepare_child(*, stdout_fd: int, stderr_fd: int, result_fd: int, request_fd:
     _redirect_stdio(stdout_fd, stderr_fd)
     _fixed_fds(result_fd, request_fd)
     _close_other_fds((RESULT_FD, REQUEST_FD, *keep_fds))
+    if enter_run is not None:
+        enter_run()  # while it still holds the worker's privileges
     if become_user:
         become_sandbox_user(config)
     else:
@@ -398,12 +421,20 @@ def become_sandbox_user(config: ChildConfig) -> bool:
     return own_namespace
 
 
+def supervisor_is_parent(config: ChildConfig) -> bool:
+    """Whether the supervisor is this child's parent (in a PID namespace of the child's
+    own, a parent outside it reads as 0: only the supervisor makes such children)."""
+    parent = os.getppid()
+    return not config.supervisor_pid or parent == config.supervisor_pid or (
+        config.own_pid_namespace and parent == 0)
+
+
 def set_parent_death_signal(config: ChildConfig) -> None:
     """Never outlive the supervisor. A child made by a double fork is the supervisor's only
     once the forkserver's intermediate process has exited (at once): until then that
     process is its parent, whose exit would fire the signal, so wait for it first."""
     for _ in range(2000):
-        if not config.supervisor_pid or os.getppid() == config.supervisor_pid:
+        if supervisor_is_parent(config):
             break
         time.sleep(0.0005)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -446,7 +477,7 @@ def _run_one(executor: Executor, request: dict[str, Any], namespace: dict[str, A
 
 
 def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout_fd: int,
-               stderr_fd: int, result_fd: int, request_fd: int) -> NoReturn:
+               stderr_fd: int, result_fd: int, request_fd: int, disk_mb: int = 0) -> NoReturn:
     """Never returns: the child always ends with os._exit.
 
     Forked ahead of time, it sets itself up and blocks on `request_fd` until the
@@ -460,7 +491,8 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
         # between runs, which ends every process of the sandbox user, leaves it alone.
         prepare_child(stdout_fd=stdout_fd, stderr_fd=stderr_fd, result_fd=result_fd,
                       request_fd=request_fd, config=config, keep_fds=_inherited(executor),
-                      become_user=executor.confined_before_request)
+                      become_user=executor.confined_before_request,
+                      enter_run=lambda: executor.enter_run(disk_mb))
         result_fd, request_fd = RESULT_FD, REQUEST_FD
         reporter = Reporter(result_fd)
         base_address_space = address_space_bytes()  # before Landlock hides /proc
@@ -483,7 +515,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                     apply_limits(request["limits"], config, session=session,
                                  base_address_space=base_address_space,
                                  limit_processes=config.limit_processes and own_namespace)
-                if os.getppid() != config.supervisor_pid and config.supervisor_pid:
+                if not supervisor_is_parent(config):
                     break  # the supervisor is already gone
                 namespace = executor.new_namespace()
             elif not executor.confined_before_request:

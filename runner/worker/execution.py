@@ -37,10 +37,12 @@ def run_request(
     refusal: type[BaseException],
     execute: Callable[[Any, dict[str, Any]], None] = exec,
     refusals_recorded: Callable[[], list[str]] = list,
+    explain: Callable[[BaseException, dict[str, Any]], str | None] | None = None,
 ) -> dict[str, Any]:
     """Execute a request; returns the outcome dict the parent judges. `compile_source`
     gets each source's tree, its file name, and the context it compiles in (every tree of
-    the request, and the namespace it will run in)."""
+    the request, and the namespace it will run in). `explain` may add a note to the
+    message of an exception the code raised: what the sandbox did, and what to do."""
     sources = [(str(name), str(text)) for name, text in request.get("preamble") or ()]
     sources.append((str(request.get("filename") or USER_FILENAME), request["code"]))
     user_files = frozenset(name for name, _ in sources)
@@ -90,6 +92,9 @@ def run_request(
         outcome = {"kind": "error", "error": describe(exc)}
         if isinstance(exc, MemoryError) and allocation_failed(exc):
             outcome["allocation_failed"] = True
+        note = explain(exc, request) if explain is not None else None
+        if note:
+            outcome["error"]["message"] += f" ({note})"
     recorded = refusals_recorded()
     if recorded:  # the first refusal, even if user code caught it and went on
         outcome = {"kind": "denied", "error": {"type": error_types.DENIED, "message": recorded[0],

@@ -22,17 +22,21 @@ import contextlib
 import ctypes
 import errno
 import os
-import platform
 import signal
 import socket
 import struct
 from typing import Any, NoReturn
 
+from . import linux
 from .child import ChildConfig, Executor, child_main
 
 FORK_RUN = b"R"
 FORK_SESSION = b"S"
 CLEAN = b"C"
+# A fork command carries the run directory's size in MB (0: none); the answer is the
+# child's pid (or -errno) and the pid of its PID namespace's holder (0: none).
+_SIZE = struct.Struct("=I")
+_PIDS = struct.Struct("=ii")
 _PID = struct.Struct("=i")
 
 
@@ -46,10 +50,13 @@ def serve_forks(executor: Executor, config: ChildConfig, control: socket.socket)
                 break
             if not message:
                 break
+            holder = 0
             try:
-                if message[:1] in (FORK_RUN, FORK_SESSION) and len(fds) == 4:
-                    pid = _fork_child(executor, config, message[:1] == FORK_SESSION, fds,
-                                      control.fileno())
+                if message[:1] in (FORK_RUN, FORK_SESSION) and len(fds) == 4 and \
+                        len(message) == 1 + _SIZE.size:
+                    (disk_mb,) = _SIZE.unpack(message[1:])
+                    pid, holder = _fork_child(executor, config, message[:1] == FORK_SESSION,
+                                              fds, control.fileno(), disk_mb)
                 elif message[:1] == CLEAN:
                     pid = _clean(config, control.fileno())
                 else:
@@ -57,21 +64,105 @@ def serve_forks(executor: Executor, config: ChildConfig, control: socket.socket)
             finally:
                 for fd in fds:
                     os.close(fd)
-            control.sendall(_PID.pack(pid))
+            control.sendall(_PIDS.pack(pid, holder))
     finally:
         os._exit(0)
 
 
 def _fork_child(executor: Executor, config: ChildConfig, session: bool, fds: list[int],
-                control_fd: int) -> int:
-    """Fork a child through an intermediate process; its pid, or -errno."""
+                control_fd: int, disk_mb: int) -> tuple[int, int]:
+    """Fork a child that is the supervisor's (pid, or -errno), in a PID namespace of its
+    own when the config says so (then also the pid of that namespace's holder)."""
     stdout_fd, stderr_fd, result_fd, request_fd = fds
 
     def body() -> NoReturn:
         child_main(executor, config, session=session, stdout_fd=stdout_fd,
-                   stderr_fd=stderr_fd, result_fd=result_fd, request_fd=request_fd)
+                   stderr_fd=stderr_fd, result_fd=result_fd, request_fd=request_fd,
+                   disk_mb=disk_mb)
 
-    return _orphan(body, control_fd)
+    if not config.own_pid_namespace:
+        return _orphan(body, control_fd), 0
+    return _in_new_pid_namespace(body, control_fd)
+
+
+# Stacks for the PID namespaces' holders, used in turn: a holder touches its stack only
+# while it starts (the C library's clone() calls its function there), long before its
+# stack comes round again.
+_HOLDER_STACK_BYTES = 16 * 1024
+_holder_stacks = [ctypes.create_string_buffer(_HOLDER_STACK_BYTES) for _ in range(8)]
+_holder_turn = 0
+_own_pid_namespace: int | None = None
+
+
+def _pid_namespace_holder() -> int:
+    """A new PID namespace, held by its pid 1: a process that shares our memory (clone
+    with CLONE_VM costs no copy of it) and runs no Python at all, only the C library's
+    syscall(SYS_pause): it waits, ignoring every signal its namespace may send it (pid 1
+    is immune to those), until the supervisor (its parent: CLONE_PARENT) kills it, which
+    kills everything in the namespace. It shares our descriptor table too, so it holds
+    none of its own. Its pid, or -errno."""
+    global _holder_turn
+    if linux.SYS_PAUSE is None or _libc is None:
+        return -errno.ENOSYS
+    stack = _holder_stacks[_holder_turn]
+    _holder_turn = (_holder_turn + 1) % len(_holder_stacks)
+    top = (ctypes.addressof(stack) + _HOLDER_STACK_BYTES - 64) & ~0xF
+    # CLONE_FILES: it holds no descriptor of its own (else it would keep the run's pipes,
+    # which we hold while it starts, open after the run).
+    flags = (linux.CLONE_VM | linux.CLONE_FILES | linux.CLONE_NEWPID | linux.CLONE_PARENT
+             | signal.SIGCHLD)
+    pid = int(_libc.clone(ctypes.cast(_libc.syscall, ctypes.c_void_p), ctypes.c_void_p(top),
+                          flags, ctypes.c_void_p(linux.SYS_PAUSE)))
+    return pid if pid > 0 else -(ctypes.get_errno() or errno.EAGAIN)
+
+
+def _in_new_pid_namespace(body: Any, control_fd: int) -> tuple[int, int]:
+    """`body` in a new process that is pid 2 of a new PID namespace: its pids, thread ids
+    and /proc start afresh, whatever earlier runs did to theirs. (pid 2, not 1: the
+    kernel lets no process stop itself as pid 1, and a child stops itself after its
+    report.) Returns (pid or -errno, the holder's pid or 0)."""
+    global _own_pid_namespace
+    if _own_pid_namespace is None:
+        _own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    holder = _pid_namespace_holder()
+    if holder < 0:
+        return holder, 0
+    try:
+        holder_fd = os.pidfd_open(holder)
+    except OSError as exc:
+        _kill(holder)
+        return -(exc.errno or errno.ESRCH), holder
+    # Entering a namespace through a process needs ptrace's read access to it, which a
+    # process that is not dumpable (we are not, and the holder shares our memory) grants
+    # only to a capability of the host's: dumpable for this one call. (No run can see us
+    # meanwhile: each sees only its own PID namespace.)
+    _libc.prctl(linux.PR_SET_DUMPABLE, 1, 0, 0, 0)
+    entered = _libc.setns(holder_fd, linux.CLONE_NEWPID) == 0
+    error = ctypes.get_errno()
+    _libc.prctl(linux.PR_SET_DUMPABLE, 0, 0, 0, 0)
+    os.close(holder_fd)
+    if not entered:
+        _kill(holder)
+        return -(error or errno.EPERM), holder
+    child = _clone_sibling()
+    if child == 0:
+        os.close(control_fd)
+        try:
+            body()
+        finally:
+            os._exit(70)
+    # Our own later children (the clean-up's, the next holder) are in our namespace again.
+    if _libc.setns(_own_pid_namespace, linux.CLONE_NEWPID) != 0:
+        os._exit(71)  # cannot happen: setns back to our own active namespace
+    if child is None or child < 0:
+        _kill(holder)
+        return (child if child is not None else -errno.ENOSYS), holder
+    return child, holder
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _clean(config: ChildConfig, control_fd: int) -> int:
@@ -88,29 +179,19 @@ def _clean(config: ChildConfig, control_fd: int) -> int:
     return 0 if pid > 0 else pid
 
 
-CLONE_PARENT = 0x00008000
-_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
-
-
-def _load_apis() -> tuple[Any, Any]:
-    try:
-        return ctypes.CDLL(None, use_errno=True), ctypes.pythonapi
-    except (OSError, AttributeError):
-        return None, None
-
-
-_libc, _python = _load_apis()
+_libc = linux.libc
+_python = getattr(ctypes, "pythonapi", None)
 
 
 def _clone_sibling() -> int | None:
     """Fork a process whose parent is our parent (the supervisor). None when the
     platform cannot (then the caller forks twice instead)."""
-    if _SYS_CLONE is None or _libc is None or _python is None:
+    if linux.SYS_CLONE is None or _libc is None or _python is None:
         return None
     _python.PyOS_BeforeFork()
     # A fork-like clone (no shared memory, a copy of this stack): the interpreter's own
     # before/after hooks keep its locks and at-fork callbacks as os.fork keeps them.
-    pid = int(_libc.syscall(_SYS_CLONE, CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0))
+    pid = int(_libc.syscall(linux.SYS_CLONE, linux.CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0))
     if pid == 0:
         _python.PyOS_AfterFork_Child()
         return 0
@@ -186,25 +267,30 @@ class ForkClient:
         self.control = control
         self.pid = pid
 
-    def send(self, command: bytes, fds: list[int] | None = None) -> None:
-        """Send a command, with the child's pipe ends (closed here once sent). The answer
-        is read with `receive`, so the fork can go on while the supervisor works."""
+    def send(self, command: bytes, fds: list[int] | None = None, disk_mb: int = 0) -> None:
+        """Send a command, with the child's pipe ends (closed here once sent) and, for a
+        fork, the size of the run's directory. The answer is read with `receive`, so the
+        fork can go on while the supervisor works."""
+        if command in (FORK_RUN, FORK_SESSION):
+            command += _SIZE.pack(disk_mb)
         try:
             socket.send_fds(self.control, [command], fds or [])
         finally:
             for fd in fds or []:
                 os.close(fd)
 
-    def receive(self) -> int:
-        """The answer to the last command: a pid, or -errno."""
-        data = self.control.recv(_PID.size)
-        if len(data) != _PID.size:
+    def receive(self) -> tuple[int, int]:
+        """The answer to the last command: a pid (or -errno), and the pid of the holder
+        of the child's PID namespace (0: none)."""
+        data = self.control.recv(_PIDS.size)
+        if len(data) != _PIDS.size:
             raise OSError(errno.EPIPE, "the forkserver has exited")
-        return int(_PID.unpack(data)[0])
+        pid, holder = _PIDS.unpack(data)
+        return int(pid), int(holder)
 
     def request(self, command: bytes, fds: list[int] | None = None) -> int:
         self.send(command, fds)
-        return self.receive()
+        return self.receive()[0]
 
     def close(self) -> None:
         self.control.close()

@@ -43,22 +43,33 @@ import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWCGROUP = 0x02000000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
+from . import linux
+from .linux import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+    MNT_DETACH,
+    MS_BIND,
+    MS_NOATIME,
+    MS_NODEV,
+    MS_NODIRATIME,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_RELATIME,
+    MS_REMOUNT,
+    PR_SET_PDEATHSIG,
+)
+
 NAMESPACES = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
               | CLONE_NEWUTS | CLONE_NEWCGROUP)
 NAMESPACE_NAMES = ("user", "mnt", "pid", "ipc", "net", "uts", "cgroup")
-
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
-MNT_DETACH = 2
-PR_SET_PDEATHSIG = 1
 
 # Who runs user code, inside the jail's user namespace; and, for a root caller, the host id
 # that stands for it (nobody).
@@ -67,12 +78,11 @@ HOST_NOBODY = 65534
 HOSTNAME = b"sandbox"
 NEW_ROOT = "/tmp"  # where the new root is assembled, in the jail's own mount namespace
 DEVICES = ("null", "zero", "full", "random", "urandom")
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine())
+# The jail tier's working directory: a mount point in the jail's root, on which each run
+# mounts a tmpfs of its own (see `enter_run`).
+RUN_DIR = "/sandbox"
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_void_p]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc = linux.libc
 
 
 class JailError(Exception):
@@ -211,10 +221,12 @@ class View:
     masks: tuple[str, ...] = ()
 
     @classmethod
-    def of_python(cls, extra: Iterable[str] = ()) -> View:
+    def of_python(cls, extra: Iterable[str] = (), *, libraries: bool = False) -> View:
         """The standard library, the top-level package (or module file) of every module
         this process has loaded, time zone data, and `extra`. The standard library's own
-        site-packages is masked: packages come only from what was loaded."""
+        site-packages is masked: packages come only from what was loaded. With
+        `libraries`, also the directories of every shared library this process has
+        mapped (the system's C and C++ runtimes, which C extensions loaded later need)."""
         stdlib = {os.path.normpath(sysconfig.get_path(key)) for key in ("stdlib", "platstdlib")}
         paths: set[str] = set(stdlib) | {"/usr/share/zoneinfo", "/etc/localtime"}
         paths.update(os.path.normpath(path) for path in extra)
@@ -228,6 +240,8 @@ class View:
             for location in locations:
                 if isinstance(location, str) and os.path.isabs(location):
                     paths.add(os.path.normpath(location))
+        if libraries:
+            paths.update(_library_directories())
         paths = {path for path in paths if os.path.exists(path)}
         masks = {os.path.join(root, sub) for root in stdlib for sub in ("site-packages",
                                                                        "dist-packages")}
@@ -237,6 +251,30 @@ class View:
     def readable(self) -> tuple[str, ...]:
         """The roots as Landlock and the audit hook see them."""
         return self.roots
+
+
+def _library_directories() -> set[str]:
+    """The directories of the shared libraries mapped into this process, under the names
+    the dynamic loader searches (a merged /usr shows /lib's as /usr/lib's)."""
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                path = fields[5].strip() if len(fields) == 6 else ""
+                if path.startswith("/") and ".so" in os.path.basename(path):
+                    found.add(os.path.dirname(path))
+    except OSError:
+        return found
+    for directory in list(found):
+        for alias in ("/lib", "/lib64", "/usr/lib"):
+            for prefix in ("/usr/lib", "/lib"):
+                if _inside(directory, prefix) and prefix != alias:
+                    candidate = alias + directory[len(prefix):]
+                    if os.path.isdir(candidate) and \
+                            os.path.realpath(candidate) == os.path.realpath(directory):
+                        found.add(candidate)
+    return {os.path.normpath(directory) for directory in found}
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -345,6 +383,12 @@ def seal(view: View) -> None:
         # mount points in it, and so do its children) and Landlock is depth only.
         _mount(None, NEW_ROOT + "/tmp", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         _make_devices(devices)
+        # The jail tier's runs mount their own directory here (an empty, read-only
+        # directory for the restricted tier's runs, which get none).
+        if any(_inside(path, RUN_DIR) for path in view.roots):
+            raise JailError(f"the Python installation or a package lies under {RUN_DIR}, "
+                            "where each run's own directory is mounted; install them elsewhere")
+        os.makedirs(NEW_ROOT + RUN_DIR, mode=0o755, exist_ok=True)
         os.makedirs(NEW_ROOT + "/proc", mode=0o555, exist_ok=True)
         _mount_proc(NEW_ROOT + "/proc")
         _mount(None, NEW_ROOT, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -366,13 +410,13 @@ def _make_devices(devices: dict[str, int]) -> None:
     _mount(None, NEW_ROOT + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
 
 
-def _mount_proc(target: str) -> None:
-    """A /proc of the jail's PID namespace, showing process directories only. When the
-    worker is root inside (the caller was root), children see only their own processes;
-    the worker (gid 0) sees them all."""
+def _mount_proc(target: str, *, worker_sees_all: bool = True) -> None:
+    """A /proc of the calling process's PID namespace, showing process directories only.
+    When the caller is root inside (the jail's caller was root), other users' processes
+    are invisible; with `worker_sees_all`, not to gid 0 (the worker)."""
     options = [b"subset=pid"]
     if os.getuid() == 0:
-        options.insert(0, b"hidepid=invisible,gid=0")
+        options.insert(0, b"hidepid=invisible,gid=0" if worker_sees_all else b"hidepid=invisible")
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     for count in range(len(options), -1, -1):  # older kernels know fewer options
         data = b",".join(options[:count]) or None
@@ -382,14 +426,71 @@ def _mount_proc(target: str) -> None:
 
 
 def _pivot(new_root: str) -> None:
-    if _PIVOT_ROOT is None:
+    if linux.SYS_PIVOT_ROOT is None:
         raise JailError(f"pivot_root is not known on {platform.machine()}")
     os.chdir(new_root)
-    libc_syscall = _libc.syscall
-    libc_syscall.restype = ctypes.c_long
-    if libc_syscall(_PIVOT_ROOT, b".", b".") != 0:
+    if _libc.syscall(linux.SYS_PIVOT_ROOT, b".", b".") != 0:
         raise _fail("pivot_root")
     # The old root is stacked under the new one: detach it, and the host's tree is gone.
     if _libc.umount2(b".", MNT_DETACH) != 0:
         raise _fail("detaching the host's root")
     os.chdir("/")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What each run gets of its own, made by its process (pid 2 of a PID namespace the
+    forkserver made for it) before it gives up its privileges: kernel objects of its own
+    rather than shared ones cleaned after use, so nothing one run sets (a file, a lock, an
+    IPC object, the next pid or inode number, a directory's times) reaches the next.
+
+    - a mount namespace and an IPC namespace of its own;
+    - a /proc of its own PID namespace (only the run's processes, its pids from 1);
+    - with `writable`: a tmpfs of `disk_mb` MB, whose `work` directory is mounted on
+      RUN_DIR (the run's working directory) and whose `tmp` directory on /tmp, both owned
+      by the sandbox user; `under_tmp` (view roots that lie under /tmp) are bound again,
+      read-only, on the run's /tmp. The kernel frees it all when the run's last process
+      ends."""
+
+    writable: bool = False
+    under_tmp: tuple[str, ...] = ()
+
+    @classmethod
+    def for_view(cls, view: View, *, writable: bool) -> RunPlan:
+        return cls(writable, tuple(root for root in view.roots if _inside(root, "/tmp")))
+
+
+def _bytes_option(name: str, value: int) -> str:
+    return f"{name}={value}"
+
+
+def enter_run(plan: RunPlan, disk_mb: int) -> None:
+    """In a run's process, still privileged in the jail's user namespace: `plan`."""
+    if _libc.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
+        raise _fail("unshare(mount, ipc namespaces) for the run")
+    _mount_proc("/proc", worker_sees_all=False)
+    if not plan.writable:
+        return
+    keep = {root: os.open(root, os.O_PATH | os.O_CLOEXEC) for root in plan.under_tmp}
+    try:
+        owner = os.geteuid() == 0  # else the run's own user already (an ordinary caller)
+        size = max(1, int(disk_mb))
+        options = ",".join(["mode=0755", _bytes_option("size", size * 1024 * 1024),
+                            # inodes cost memory beyond the size: bounded too
+                            _bytes_option("nr_inodes", max(1024, size * 128))])
+        _mount(b"tmpfs", RUN_DIR, b"tmpfs", MS_NOSUID | MS_NODEV, options.encode())
+        for name, mode in (("work", 0o700), ("tmp", 0o1777)):
+            path = f"{RUN_DIR}/{name}"
+            os.mkdir(path)
+            os.chmod(path, mode)
+            if owner:
+                os.chown(path, SANDBOX_UID, SANDBOX_GID)
+        _mount(f"{RUN_DIR}/tmp".encode(), "/tmp", None, MS_BIND)
+        _mount(f"{RUN_DIR}/work".encode(), RUN_DIR, None, MS_BIND)
+        for root, fd in keep.items():
+            _make_target(root, os.path.isdir(f"/proc/self/fd/{fd}"))
+            _bind_read_only(fd, root)
+    finally:
+        for fd in keep.values():
+            os.close(fd)
+    os.chdir(RUN_DIR)

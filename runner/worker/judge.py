@@ -55,7 +55,7 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
                      "together; the kernel killed one", -signal.SIGKILL)
     if seen.cpu_exceeded:
         return _fail("timeout", error_types.TIMEOUT, f"CPU time limit of {cpu_s:g} s exceeded by the run's "
-                     "processes together; the run was killed", -signal.SIGKILL)
+                     "threads and processes together; the run was killed", -signal.SIGKILL)
     if signum in (signal.SIGXCPU, signal.SIGKILL) and cpu_reached:
         return _fail("timeout", error_types.TIMEOUT,
                      f"CPU time limit of {cpu_s:g} s exceeded; the run was killed", -signum)

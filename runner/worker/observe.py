@@ -24,6 +24,8 @@ from typing import Any
 
 from . import wire
 from .cgroup import CpuMeter, oom_kills
+from .cgroup import cpu_used_ns as cgroup_cpu_used_ns
+from .child import process_cpu_ns
 from .protocol import FrameReader, ProtocolError, write_message
 
 DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
@@ -82,16 +84,9 @@ def kill_group(pid: int) -> None:
 
 
 def cpu_ms_of(pid: int) -> int | None:
-    """CPU time of a live child so far (ns-precise where the kernel offers it)."""
-    try:
-        with open(f"/proc/{pid}/schedstat", "rb") as stat:
-            return int(stat.read().split()[0]) // 1_000_000
-    except (OSError, ValueError, IndexError):
-        pass
-    fields = _stat_fields(pid)
-    if fields is None:
-        return None
-    return (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+    """CPU time of a live child so far, all its threads together."""
+    used = process_cpu_ns(pid)
+    return None if used is None else used // 1_000_000
 
 
 def peak_rss_kb_of(pid: int) -> int | None:
@@ -149,6 +144,8 @@ class ChildPipes:
     request: int
     pidfd: int | None
     reader: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_REPORT_BYTES))
+    holder: int = 0  # the pid of its PID namespace's holder (0: none); killed with it
+    disk_mb: int = 0  # the size of the directory it mounted (0: none)
     seq: int | None = None  # a session child: the number of the block being run
     ready: bool = False  # it said it is set up and waiting for its request
     isolation: dict[str, Any] | None = None  # the layers it said were in place, when ready
@@ -212,7 +209,10 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
     cap = int(limits["max_output_bytes"])
     seen = Observation(Capture(cap), Capture(cap), one_shot=one_shot,
                        oom_kills_before=oom_kills() if in_container else None)
-    meter = CpuMeter(float(limits.get("cpu_s") or limits["timeout_s"])) if in_container else None
+    # Its CPU time, every thread (and, in a container, every process) together, is stopped
+    # at its limit from here: the kernel's RLIMIT_CPU counts whole seconds only.
+    meter = CpuMeter(float(limits.get("cpu_s") or limits["timeout_s"]),
+                     cgroup_cpu_used_ns if in_container else lambda: process_cpu_ns(child.pid))
     started = time.monotonic()
     deadline = started + float(limits["timeout_s"])
     cpu_before = (cpu_ms_of(child.pid) or 0) if not one_shot else 0
@@ -249,8 +249,8 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             kill_group(child.pid)
             _wait(child, seen)
             break
-        cpu_due = meter.seconds_until_due() if meter is not None and not seen.exited \
-            and not _reported(seen) else None
+        cpu_due = meter.seconds_until_due() if not seen.exited and not _reported(seen) \
+            else None
         if cpu_due == 0.0:
             # Its processes together used its CPU time: the child's group now, the rest
             # by the clean-up after the reply.

@@ -58,6 +58,10 @@ class PlainExecutor:
 
     confined_before_request = False  # the container is the boundary; limits set in the child
     uses_files = True  # each run gets a fresh working directory
+    mounts_run_dir = False
+
+    def enter_run(self, disk_mb: int) -> None:
+        """Nothing: the container's clean-up clears what a run left."""
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """Nothing to do ahead: the container is the boundary."""

@@ -26,11 +26,11 @@ from typing import Any
 
 from RestrictedPython import compile as restricted_compile
 
-from . import audit, privileges
-from .child import RESULT_FD, ChildConfig, Reporter, set_parent_death_signal
-from .confine import Confinement
+from . import audit, syscalls
+from .child import RESULT_FD, ChildConfig, Reporter
 from .execution import run_request
-from .jail import NAMESPACE_NAMES
+from .jail import View
+from .jailed import JailedChildren
 from .policy import (
     DEFAULT_ALLOWED_MODULES,
     LAZY_IMPORTS,
@@ -53,24 +53,22 @@ from .policy.transformer import bound_names
 LAYERS = ("full", "hook", "kernel")
 
 
-class RestrictedExecutor:
-    name = "restricted"
+class RestrictedExecutor(JailedChildren):
+    name = tier = "restricted"
     uses_files = False  # no file access at all: runs need no working directory
 
     def __init__(self, allowed_modules: Iterable[str] = DEFAULT_ALLOWED_MODULES, *,
                  layers: str = "full") -> None:
         if layers not in LAYERS:
             raise ValueError(f"layers must be one of {', '.join(LAYERS)}")
+        super().__init__()
         self.policy = Policy(allowed_modules)
         self.guards = Guards(self.policy)
         self.layers = layers
         self.guarded = layers == "full"
         self.preloaded: list[str] = []
-        self._confinement: Confinement | None = None
         self._hook: Callable[[str, tuple[Any, ...]], None] | None = None
-        self.landlock_abi = 0
-        self.seccomp = False
-        self.unprivileged = False
+        self._announce: Callable[[str], None] | None = None
 
     def preload(self) -> list[str]:
         """Import the allowed modules once, in the worker, apply each library's patches and
@@ -97,10 +95,11 @@ class RestrictedExecutor:
                 library.warm_up()
         return self.preloaded
 
-    def prepare_children(self, readable: tuple[str, ...]) -> None:
+    def prepare_children(self, view: View) -> None:
         """Once the view is sealed: what every child inherits, built once here (the compile
-        sites, the Landlock ruleset over `readable`, the seccomp template, the audit hook,
+        sites, the Landlock ruleset over the view, the seccomp template, the audit hook,
         the guarded builtins)."""
+        readable = view.readable()
         # Who may compile code, make functions from it and run it in a child: the
         # policy's own ways in, trusted by the identity of their code.
         audit.SITES.trust(run_request)
@@ -111,7 +110,7 @@ class RestrictedExecutor:
             restricted_compile.compile_restricted_eval,
             restricted_compile._compile_restricted_mode)
         audit.prepare(readable)
-        self._confinement = Confinement(readable)
+        self.prepare_jail(view, syscalls.RESTRICTED_CHILD)
         if self.layers != "kernel":
             self._hook = audit.build(
                 report_fd=RESULT_FD, readable=readable,
@@ -143,35 +142,26 @@ class RestrictedExecutor:
             return
         run_module(code, namespace, self.guards)
 
-    def inherited_fds(self) -> tuple[int, ...]:
-        """Descriptors children keep: the confinement's Landlock ruleset."""
-        return self._confinement.inherited_fds() if self._confinement is not None else ()
-
     def new_namespace(self) -> dict[str, Any]:
         if not self.guarded:
             return {"__name__": "__main__", "__builtins__": builtins}
         return new_namespace(self.guards)
 
-    # Everything is in place before the request arrives (so none of it is on the run's
-    # clock); the supervisor sets the limits, which a confined child may not set.
-    confined_before_request = True
-
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
-        """In the child, before its request (it already gave up every privilege): the
-        parent-death signal, the files (Landlock), the policy's way to announce refusals,
-        the system calls (seccomp) and the audit hook (built in the worker: nothing of
-        it is made where user code runs). The worker's own processes never execute
-        requests, so they are never confined."""
-        set_parent_death_signal(config)
+        """In the child, before its request (it already gave up every privilege): the jail's
+        confinement (jailed.py), with the policy's way to announce refusals set in
+        between, then the audit hook (built in the worker: nothing of it is made where
+        user code runs)."""
         os.chdir("/")  # no working directory: the code cannot touch files
-        confinement = self._confinement or Confinement(audit.readable_roots())
-        self.unprivileged = privileges.unprivileged()  # while prctl may still be asked
-        self.landlock_abi = confinement.apply_files()
-        set_announcer(reporter.denied)
-        self.seccomp = confinement.apply_calls()
+        self._announce = reporter.denied
+        self.confine(config)
         if self._hook is not None:
             sys.addaudithook(self._hook)
         self._warm_up()
+
+    def before_calls_confined(self) -> None:
+        if self._announce is not None:
+            set_announcer(self._announce)
 
     def _warm_up(self) -> None:
         """Run a trivial request once, in full, before the real one arrives: a fresh child
@@ -185,10 +175,7 @@ class RestrictedExecutor:
 
     def isolation(self) -> dict[str, Any]:
         """The layers confining this child (asked once it is set up, before its request)."""
-        return {"tier": "restricted", "namespaces": list(NAMESPACE_NAMES),
-                "unprivileged": self.unprivileged, "landlock_abi": self.landlock_abi,
-                "seccomp": "allow-list" if self.seccomp else None, "policy": self.guarded,
-                "audit_hook": self._hook is not None}
+        return self.jail_isolation(policy=self.guarded, audit_hook=self._hook is not None)
 
     def execute(self, request: dict[str, Any], namespace: dict[str, Any],
                 reporter: Reporter) -> dict[str, Any]:

@@ -19,11 +19,11 @@ import os
 import platform
 import struct
 
-from . import syscalls
+from . import linux, syscalls
 from .syscalls import Group
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
+_PR_SET_NO_NEW_PRIVS = linux.PR_SET_NO_NEW_PRIVS
+_PR_SET_SECCOMP = linux.PR_SET_SECCOMP
 _SECCOMP_MODE_FILTER = 2
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
@@ -106,9 +106,18 @@ def _checked(name: str, check: str) -> list[bytes]:
                 _insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
     if check == syscalls.TERMINAL_QUERY:
         return _one_of(1, (syscalls.TCGETS, syscalls.FIOCLEX, syscalls.FIONCLEX))
-    if check == syscalls.DESCRIPTOR_FLAGS:
-        return _one_of(1, (syscalls.F_DUPFD, syscalls.F_GETFD, syscalls.F_SETFD,
-                           syscalls.F_GETFL, syscalls.F_SETFL, syscalls.F_DUPFD_CLOEXEC))
+    if check == syscalls.DESCRIPTOR_IOCTLS:
+        return _one_of(1, (syscalls.TCGETS, syscalls.FIOCLEX, syscalls.FIONCLEX,
+                           syscalls.FIONBIO, syscalls.FIONREAD))
+    if check in (syscalls.DESCRIPTOR_FLAGS, syscalls.DESCRIPTORS_AND_LOCKS):
+        commands: tuple[int, ...] = (syscalls.F_DUPFD, syscalls.F_GETFD, syscalls.F_SETFD, syscalls.F_GETFL,
+                    syscalls.F_SETFL, syscalls.F_DUPFD_CLOEXEC)
+        if check == syscalls.DESCRIPTORS_AND_LOCKS:
+            commands += (syscalls.F_GETLK, syscalls.F_SETLK, syscalls.F_SETLKW,
+                         syscalls.F_OFD_GETLK, syscalls.F_OFD_SETLK, syscalls.F_OFD_SETLKW)
+        return _one_of(1, commands)
+    if check == syscalls.LOCAL_PAIR:
+        return _one_of(0, (syscalls.AF_UNIX,))
     raise ValueError(f"unknown argument check {check!r}")
 
 
@@ -186,11 +195,13 @@ def _offsets(program: bytes, mark: bytes) -> list[int]:
     return found
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = linux.libc
 
 
-def build() -> Filter | None:
-    return Filter() if supported() else None
+def build(groups: tuple[Group, ...] = syscalls.RESTRICTED_CHILD) -> Filter | None:
+    """The filter for `groups` (the restricted child's table by default), where this
+    module knows the machine's numbers."""
+    return Filter(groups) if supported() else None
 
 
 # The Docker tier's children: their container's profile is the allow list; this filter,

@@ -56,10 +56,14 @@ class Supervisor:
     """The request loop's state: the spare child, an open session, children to reap."""
 
     def __init__(self, forks: ForkClient, config: ChildConfig, *,
-                 sets_limits: bool = False) -> None:
+                 sets_limits: bool = False, sized: bool = False) -> None:
         self.forks = forks
         self.config = config
         self.sets_limits = sets_limits  # the children are confined before their request
+        # Children mount a directory of the request's size (disk_mb) before their request:
+        # a spare of another size is not used.
+        self.sized = sized
+        self.next_disk_mb = wire.DEFAULT_DISK_MB
         self.spares: collections.deque[ChildPipes] = collections.deque()
         self._pending: ChildPipes | None = None  # asked for; the pid is not in yet
         self.session: ChildPipes | None = None
@@ -70,15 +74,20 @@ class Supervisor:
         self.adopted = False
 
     # -- children ---------------------------------------------------------------------
-    def _ask(self, command: bytes) -> ChildPipes:
+    def _disk_mb(self, limits: dict[str, Any] | None = None) -> int:
+        if not self.sized:
+            return 0
+        return int((limits or {}).get("disk_mb") or self.next_disk_mb)
+
+    def _ask(self, command: bytes, disk_mb: int = 0) -> ChildPipes:
         """Ask the forkserver for a child; its pid arrives with `_receive`."""
         self._settle()
         ends = [os.pipe() for _ in range(4)]
         (out_r, out_w), (err_r, err_w), (res_r, res_w), (go_r, go_w) = ends
         pipes = ChildPipes(pid=0, stdout=out_r, stderr=err_r, result=res_r, request=go_w,
-                           pidfd=None)
+                           pidfd=None, disk_mb=disk_mb)
         try:
-            self.forks.send(command, [out_w, err_w, res_w, go_r])
+            self.forks.send(command, [out_w, err_w, res_w, go_r], disk_mb)
         except OSError as exc:
             pipes.close()
             raise ForkserverGone(str(exc)) from None
@@ -90,11 +99,14 @@ class Supervisor:
         if pipes is None:
             return None
         try:
-            pid = self.forks.receive()
+            pid, holder = self.forks.receive()
         except OSError as exc:
             pipes.close()
             raise ForkserverGone(str(exc)) from None
+        if holder > 0:
+            pipes.holder = holder
         if pid <= 0:
+            self._end_namespace(pipes)
             pipes.close()
             if -pid in (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE):
                 return None  # out of processes or memory right now: retried later
@@ -115,34 +127,53 @@ class Supervisor:
             self.spares.append(received)
 
     def prepare_spare(self) -> None:
-        """Ask for a next run's child now (it forks on the other core while we work)."""
+        """Ask for a next run's child now (it forks on the other core while we work), with
+        a directory the size the last request asked for."""
         self._settle(wait=False)
         if self._pending is None and len(self.spares) < SPARES:
-            self._ask(FORK_RUN)
+            self._ask(FORK_RUN, self._disk_mb())
 
-    def _take_spare(self) -> ChildPipes | None:
+    def _take_spare(self, disk_mb: int) -> ChildPipes | None:
         if not self.spares:
             self._settle()
         while self.spares:
             spare = self.spares.popleft()
-            if _alive(spare):
+            if spare.disk_mb == disk_mb and _alive(spare):
                 return spare
-            _discard(spare)
-        self._ask(FORK_RUN)
+            self._discard(spare)
+        self._ask(FORK_RUN, disk_mb)
         return self._receive()
+
+    def _end_namespace(self, child: ChildPipes) -> None:
+        """Kill the holder of the child's PID namespace: the kernel then kills whatever is
+        left in it (the child, and anything the run started)."""
+        if child.holder > 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child.holder, signal.SIGKILL)
+            self.unreaped.add(child.holder)
+            child.holder = 0
+
+    def _discard(self, child: ChildPipes) -> None:
+        child.close()  # end of file on its request pipe: a waiting child exits
+        kill_group(child.pid)
+        self._end_namespace(child)
+        _reap(child.pid)
 
     # -- requests ---------------------------------------------------------------------
     def run(self, message: dict[str, Any]) -> dict[str, Any]:
-        child = self._take_spare()
+        request = _child_request(message)
+        disk_mb = self._disk_mb(request["limits"])
+        self.next_disk_mb = disk_mb or self.next_disk_mb
+        child = self._take_spare(disk_mb)
         if child is None:
             return _could_not_start()
-        request = _child_request(message)
         if self.sets_limits:
             # Only once it is set up: limits set while it is still setting itself up
             # would apply to that work too.
             if not await_ready(child):
                 child.close()
                 kill_group(child.pid)
+                self._end_namespace(child)
                 self.unreaped.add(child.pid)
                 return _could_not_start("its process failed to set itself up")
             apply_limits(request["limits"], self.config, pid=child.pid)
@@ -152,6 +183,7 @@ class Supervisor:
         seen = watch(child, request, one_shot=True, in_container=self.config.container,
                      started_hook=self.prepare_spare)
         child.close()
+        self._end_namespace(child)
         if not seen.exited:
             self.unreaped.add(child.pid)
         return judge(seen, request["limits"])
@@ -160,7 +192,7 @@ class Supervisor:
         fresh = self.session is None
         request = _child_request(message)
         if self.session is None:
-            self._ask(FORK_SESSION)
+            self._ask(FORK_SESSION, self._disk_mb(request["limits"]))
             self.session = self._receive()
             if self.session is None:
                 return {**_could_not_start(), wire.SESSION_STARTED: True}
@@ -197,6 +229,7 @@ class Supervisor:
             return
         kill_group(session.pid)
         session.close()
+        self._end_namespace(session)
         _reap(session.pid)
 
     def clean_up(self) -> None:
@@ -242,7 +275,7 @@ class Supervisor:
         self._settle()
         self._end_session()
         while self.spares:
-            _discard(self.spares.popleft())
+            self._discard(self.spares.popleft())
         self.forks.close()
         for pid in list(self.unreaped):
             _reap(pid)
@@ -253,12 +286,6 @@ def _alive(child: ChildPipes) -> bool:
         return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
     except ChildProcessError:
         return False
-
-
-def _discard(child: ChildPipes) -> None:
-    child.close()  # end of file on its request pipe: a waiting child exits
-    kill_group(child.pid)
-    _reap(child.pid)
 
 
 def _reap(pid: int) -> None:
@@ -328,8 +355,10 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Runs that touch no files (the restricted tier, whose jail has a read-only /tmp) get
-    # no working directory, so the worker makes no directory for them.
-    base_dir = tempfile.mkdtemp(prefix="runner-worker-") if executor.uses_files else None
+    # no working directory, and runs that mount their own (the jail tier) make it
+    # themselves: the worker makes a directory for them only in a container.
+    base_dir = tempfile.mkdtemp(prefix="runner-worker-") \
+        if executor.uses_files and not executor.mounts_run_dir else None
     if base_dir is not None and config.container:
         os.chmod(base_dir, 0o1777)  # children (the sandbox user) make their workdirs here
     config = dataclasses.replace(config, base_dir=base_dir or config.base_dir,
@@ -348,7 +377,8 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
         serve_forks(executor, config, theirs)
     theirs.close()
     supervisor = Supervisor(ForkClient(ours, forkserver), config,
-                            sets_limits=executor.confined_before_request)
+                            sets_limits=executor.confined_before_request,
+                            sized=executor.mounts_run_dir)
     try:
         supervisor.prepare_spare()
         if config.container:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import linux
+
 # x86_64 numbers, in order from 0 and from 424 (the generic table's new calls); 335 and
 # 336 are uretprobe and uprobe. Every name here is a call this project knows about; 470
 # and beyond are not.
@@ -85,6 +87,9 @@ THREADS_ONLY = "threads-only"    # clone: CLONE_THREAD, no namespace flags
 READ_LIMITS = "read-limits"      # prlimit64: its own limits, reading only
 TERMINAL_QUERY = "terminal-query"  # ioctl: TCGETS, FIOCLEX, FIONCLEX only
 DESCRIPTOR_FLAGS = "descriptor-flags"  # fcntl: F_DUPFD(_CLOEXEC), F_GETFD/SETFD, F_GETFL/SETFL
+DESCRIPTORS_AND_LOCKS = "descriptors-and-locks"  # fcntl: the above, and record locks
+LOCAL_PAIR = "local-pair"        # socketpair: AF_UNIX only
+DESCRIPTOR_IOCTLS = "descriptor-ioctls"  # ioctl: the terminal query, and non-blocking mode
 NOT_IMPLEMENTED = "enosys"       # refused with ENOSYS, so the C library falls back
 
 
@@ -149,19 +154,67 @@ RESTRICTED_CHILD: tuple[Group, ...] = (
           ("getrandom",)),
 )
 
+# The jail tier's children run real Python with a writable directory of their own: what
+# the restricted child may do, and what programs that write files, keep timers and run
+# event loops need besides. Every one of these acts on the child's own process, its own
+# descriptors or its own directory (a tmpfs of its own mount namespace: the rest of the
+# view stays mounted read-only); none reaches another process or the kernel's shared
+# state.
+_JAIL_FCNTL = Group("descriptor flags and duplicates, and record locks on its own files "
+                    "(sqlite takes them); never an owner for signals (F_SETOWN, F_SETSIG), "
+                    "which would let I/O signal another process",
+                    ("fcntl",), DESCRIPTORS_AND_LOCKS)
+_JAIL_EXTRA: tuple[Group, ...] = (
+    Group("writes, makes, renames and removes files: only its own directory and /tmp (a "
+          "tmpfs of the run's own mount namespace, gone with the run) are writable; the "
+          "rest of the view is mounted read-only",
+          ("pwrite64", "pwritev", "pwritev2", "preadv", "preadv2", "ftruncate", "truncate",
+           "fsync", "fdatasync", "fallocate", "fadvise64", "mkdir", "mkdirat", "rmdir",
+           "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
+           "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "utime",
+           "utimes", "utimensat", "futimesat", "chdir", "fchdir", "umask", "statfs",
+           "fstatfs", "flock", "sendfile", "copy_file_range", "msync", "mincore")),
+    Group("timers and signal waits of its own process (an alarm a program sets on itself)",
+          ("alarm", "setitimer", "getitimer", "timer_create", "timer_settime",
+           "timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create",
+           "timerfd_settime", "timerfd_gettime", "rt_sigpending", "rt_sigtimedwait",
+           "rt_sigsuspend", "pause", "signalfd4")),
+    Group("event loops over its own descriptors (asyncio, selectors)",
+          ("epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
+           "epoll_pwait2", "eventfd", "eventfd2")),
+    Group("a connected pair of local sockets inside the process (asyncio's wake-up channel): "
+          "no socket can be made, named, bound or connected otherwise, and the jail has no "
+          "network", ("socketpair",), LOCAL_PAIR),
+    Group("messages on the descriptors it holds (only such pairs exist)",
+          ("sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown", "getsockopt",
+           "setsockopt", "getsockname", "getpeername")),
+    Group("its own scheduling parameters and CPU, read only",
+          ("sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+           "sched_get_priority_min", "getpriority", "getcpu")),
+)
+_JAIL_IOCTL = Group("whether its standard streams are terminals, close-on-exec flags, "
+                    "non-blocking mode and the bytes waiting on its own descriptors (event "
+                    "loops set sockets non-blocking this way)", ("ioctl",), DESCRIPTOR_IOCTLS)
+_JAIL_REPLACES = {DESCRIPTOR_FLAGS: _JAIL_FCNTL, TERMINAL_QUERY: _JAIL_IOCTL}
+JAIL_CHILD: tuple[Group, ...] = (*(_JAIL_REPLACES.get(group.check or "", group)
+                                   for group in RESTRICTED_CHILD), *_JAIL_EXTRA)
+
 # Calls the kernel itself exempts from seccomp: only its uprobe trampolines may make them,
 # and from anywhere else they fail or kill the caller (Linux 6.11 and later). No filter can
 # refuse them; they reach nothing.
 KERNEL_EXEMPT = ("uretprobe", "uprobe")
 FUTEX_PRIVATE_FLAG = 128
 
-# ioctl requests the TERMINAL_QUERY check lets through.
+# ioctl requests the TERMINAL_QUERY check lets through; DESCRIPTOR_IOCTLS adds the last two.
 TCGETS, FIONCLEX, FIOCLEX = 0x5401, 0x5450, 0x5451
+FIONBIO, FIONREAD = 0x5421, 0x541B
 # fcntl commands the DESCRIPTOR_FLAGS check lets through.
 F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC = 0, 1, 2, 3, 4, 1030
+# ... and the record locks DESCRIPTORS_AND_LOCKS adds (classic and open-file-description).
+F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW = 5, 6, 7, 36, 37, 38
+AF_UNIX = 1
 # clone flags: CLONE_THREAD, and every namespace flag (refused with it).
-CLONE_THREAD = 0x00010000
-CLONE_NAMESPACES = 0x7E020080  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+CLONE_THREAD, CLONE_NAMESPACES = linux.CLONE_THREAD, linux.CLONE_NAMESPACES
 
 
 def allowed_numbers(groups: tuple[Group, ...] = RESTRICTED_CHILD) -> dict[int, Group]:

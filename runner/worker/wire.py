@@ -40,7 +40,10 @@ REPLY_TYPES = {RUN: RESULT, SESSION_RUN: RESULT, SESSION_CLOSE: SESSION_CLOSED, 
 REQUEST_FIELDS = ("code", "limits", "preamble", "call", "filename")
 # The fields of `Limits` the worker reads.
 LIMIT_FIELDS = ("timeout_s", "cpu_s", "memory_mb", "max_output_bytes", "max_processes",
-                "max_open_files", "max_file_size_mb")
+                "max_open_files", "max_file_size_mb", "disk_mb")
+
+# The jail tier's directory per run (Limits.disk_mb), until a request says otherwise.
+DEFAULT_DISK_MB = 128
 
 # What a RESULT carries: every one is a field of `ExecutionResult` of the same name,
 # except SESSION_STARTED (the host's session reads it).
@@ -54,8 +57,8 @@ SEQ = "seq"
 RESOURCE_FIELDS = ("cpu_ms", "max_rss_kb", "isolation")
 # What `resources.isolation` may say (runner.types.Isolation): the layers in place.
 ISOLATION = "isolation"
-ISOLATION_FIELDS = ("tier", "namespaces", "unprivileged", "landlock_abi", "seccomp", "policy",
-                    "audit_hook", "container")
+ISOLATION_FIELDS = ("tier", "namespaces", "per_run", "unprivileged", "landlock_abi", "seccomp",
+                    "policy", "audit_hook", "container")
 ERROR_FIELDS = ("type", "message", "traceback")
 
 # -- child -> supervisor -----------------------------------------------------------------
