@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from . import __version__
+from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
 from .cli_interrupt import ctrl_c
 from .cli_options import backend_options, count_option, limit, ray_options
@@ -54,6 +55,21 @@ class _Group(click.Group):
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
     _encodable_output()
+    _say_installs()
+
+
+def _say_installs() -> None:
+    """A package set installed on first use takes a while: say so on stderr as it starts
+    (runner.wheels logs it), whatever command asked for it."""
+    import logging
+
+    installs = logging.getLogger("runner.install")
+    if not installs.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("runner: %(message)s"))
+        installs.addHandler(handler)
+        installs.setLevel(logging.INFO)
+        installs.propagate = False
 
 
 def _encodable_output() -> None:
@@ -111,7 +127,7 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
 
 @main.command("exec")
 @click.argument("source", metavar="[FILE|-]", default="-")
-@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
@@ -121,21 +137,24 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
               help="CPU-time limit in seconds (default: the timeout).")
 @click.option("--max-output", "max_output_bytes", type=limit("max_output_bytes"),
               help="Bytes kept per output stream (default 1000000).")
+@click.option("--disk", "disk_mb", type=limit("disk_mb"),
+              help="MB the run's own directory and /tmp may hold (jail tier; default 128).")
 @click.option("--package", "packages", multiple=True, metavar="REQ",
-              help="A package requirement, e.g. 'sympy>=1.12'. Repeatable.")
+              help="A package requirement, e.g. 'pandas' or 'sympy>=1.12'. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 @ray_options
 def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
-                 cpu_s: float | None, max_output_bytes: int | None, packages: tuple[str, ...],
-                 as_json: bool, raw: bool, ray_address: str | None, ray_inner: str | None) -> None:
+                 cpu_s: float | None, max_output_bytes: int | None, disk_mb: int | None,
+                 packages: tuple[str, ...], as_json: bool, raw: bool, ray_address: str | None,
+                 ray_inner: str | None) -> None:
     """Run Python code from FILE (or standard input, `-`) in the sandbox."""
     from .sandbox import Sandbox
 
     options = backend_options(backend, ray_address, ray_inner)
     code = _read_code(source)
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
-                                     max_output_bytes=max_output_bytes)
+                                     max_output_bytes=max_output_bytes, disk_mb=disk_mb)
     with ctrl_c("the run", _quit_run(as_json)), \
             Sandbox(backend=backend, source="cli", **options) as sandbox:
         try:
@@ -284,7 +303,7 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
 @click.argument("name")
 @click.option("--args", "arguments_text", default="{}", show_default=True, metavar="JSON",
               help="The arguments, as one JSON object.")
-@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit in seconds (default 10).")
@@ -324,7 +343,7 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
 
 
 @main.command("demo")
-@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True)
 def demo_command(backend: str) -> None:
     """Run a handful of model-written snippets through the sandbox, then list the log."""

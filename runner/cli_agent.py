@@ -15,6 +15,7 @@ import click
 
 from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
+from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
 from .cli_options import backend_options, count_option, limit, model_options, number, ray_options
 from .cli_output import RAW_HELP, Printer
@@ -58,7 +59,7 @@ def _progress_line(turn: Any) -> str:
               show_default=True, help="Seconds of sandbox time for the whole run.")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Wall-clock limit of each execution in seconds (default 10).")
-@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @model_options
 @click.option("--context-chars", type=number(1000, 100_000_000, integer=True),

@@ -21,6 +21,7 @@ from typing import IO, Any, TypeVar
 import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .backends.base import DEFAULT_BACKEND
 from .cli_options import limit, model_options, number
 from .terminal import sanitize_for_terminal as clean_text
 
@@ -225,7 +226,7 @@ def _solve_options(function: Any) -> Any:
         click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
                      help="Learned functions (a function-set JSON file), defined in the session "
                           "and offered as tool calls."),
-        click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+        click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
                      show_default=True, help="Isolation tier."),
         click.option("--max-turns", type=number(1, 200, integer=True),
                      help="Model messages per problem at most (default: 16 for mathchat, 15 for "

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from .backends.base import DEFAULT_BACKEND
 from .cli_interrupt import JobStopping, ctrl_c
 from .cli_math import _llm_options, _variant, _variant_option, math_group
 from .cli_math_eval import _SEED, _ProgressBar, print_job_error
@@ -109,7 +110,7 @@ class _TrainingProgress:
 @click.option("--method", type=click.Choice(["mathchat", "pot"]), default="mathchat",
               show_default=True, help="How the agent solves problems.")
 @_variant_option
-@click.option("--backend", type=click.Choice(_backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(_backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @click.option("--max-turns", type=number(1, 200, integer=True),
               help="Model messages per problem at most (default 16 for mathchat, 15 for its "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .errors import ConfigurationError
@@ -25,7 +26,7 @@ from .types import Limits
               help="With --http: the port (0 picks a free one).")
 @click.option("--functions", "functions_path", type=click.Path(exists=True, dir_okay=False),
               help="A function-set file whose functions list_functions and call_function offer.")
-@click.option("--backend", type=click.Choice(backend_names()), default="restricted",
+@click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
               help="Default wall-clock limit of a run in seconds (default 10; a call may set its own).")

@@ -1,8 +1,9 @@
 """The demo job: what a math agent's code looks like going through the sandbox.
 
 Each snippet is the kind of code block or function a model writes while solving a
-problem: algebra with sympy, a finance helper, a function that fails, a loop that
-never ends, and an import it is not allowed to make. Every run is logged.
+problem: algebra with sympy, numpy and a file in the run's own directory, a plot saved as
+a PNG, a finance helper, a function that fails, a loop that never ends, and a look around
+for the host's files and programs, which are not there. Every run is logged.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .backends.base import DEFAULT_BACKEND
 from .sandbox import Sandbox
 from .types import ExecutionResult, Limits
 
@@ -43,6 +45,22 @@ from sympy import sympify, nsimplify
 expr = sympify("sqrt(8) + sqrt(18)")
 print(f"\\\\boxed{{{nsimplify(expr)}}}")
 """),
+    DemoSnippet("numpy, and a CSV file written and read back in the run's own directory", """\
+import csv, os
+import numpy as np
+rates = np.linspace(0.01, 0.05, 5)
+with open("rates.csv", "w", newline="") as out:
+    csv.writer(out).writerows([[f"{r:.2f}", f"{1000 * (1 + r) ** 10:.2f}"] for r in rates])
+rows = list(csv.reader(open("rates.csv")))
+print(len(rows), "rows in", os.getcwd(), "- at 5%:", rows[-1][1])
+"""),
+    DemoSnippet("a plot, saved as a PNG (matplotlib, no display)", """\
+import matplotlib.pyplot as plt
+figure, axes = plt.subplots()
+axes.plot(range(10), [n * n for n in range(10)])
+figure.savefig("squares.png")
+print("squares.png:", open("squares.png", "rb").read(4))
+"""),
     DemoSnippet("a function that fails (the model divides by an empty count)", """\
 def average(values):
     return sum(values) / len(values)
@@ -55,9 +73,10 @@ n = 0
 while True:
     n += 1
 """, Limits(timeout_s=2)),
-    DemoSnippet("a forbidden import", """\
-import os
-print(os.listdir('/'))
+    DemoSnippet("looking for the host: its files and programs are not there", """\
+import os, subprocess
+print("the root holds:", sorted(os.listdir('/')))
+subprocess.run(["cat", "/etc/passwd"])
 """),
 )
 
@@ -69,7 +88,7 @@ def _summary(result: ExecutionResult) -> str:
     return line
 
 
-def run_demo(*, backend: str = "restricted", echo: Callable[[str], None] = print) -> list[ExecutionResult]:
+def run_demo(*, backend: str = DEFAULT_BACKEND, echo: Callable[[str], None] = print) -> list[ExecutionResult]:
     results = []
     with Sandbox(backend=backend, source="demo") as sandbox:
         echo(f"Running {len(SNIPPETS)} model-written snippets on the {backend} backend "

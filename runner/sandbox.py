@@ -22,7 +22,7 @@ from .api_checks import (
     packages_argument,
     request_argument,
 )
-from .backends.base import Backend
+from .backends.base import DEFAULT_BACKEND, Backend
 from .backends.registry import create_backend
 from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
@@ -43,7 +43,7 @@ class Sandbox:
     '1024\\n'
     """
 
-    def __init__(self, backend: str = "restricted", *, limits: Limits | None = None,
+    def __init__(self, backend: str = DEFAULT_BACKEND, *, limits: Limits | None = None,
                  log_store: LogStore | bool = True, source: str = "api",
                  **backend_options: Any) -> None:
         self.backend_name = backend

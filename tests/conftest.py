@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-BACKENDS = ["restricted", pytest.param("docker", marks=pytest.mark.docker),
+BACKENDS = ["jail", "restricted", pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("ray", marks=pytest.mark.ray)]
 
 

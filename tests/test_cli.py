@@ -140,12 +140,16 @@ def test_demo_runs_every_kind_of_snippet_and_lists_the_log(home):
     proc = run_cli(["demo"], home=home)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    for expected in ("status=ok", "status=error", "status=timeout", "status=denied",
+    for expected in ("status=ok", "status=error", "status=timeout", "on the jail backend",
                      "[2, 3]", "861.51", "\\boxed{5*sqrt(2)}", "ZeroDivisionError",
-                     "-x*cos(x) + sin(x)", "runner logs list"):
+                     "-x*cos(x) + sin(x)", "5 rows in /sandbox - at 5%: 1628.89",
+                     "squares.png: b'\\x89PNG'", "Operation not permitted (the sandbox runs no "
+                     "other program", "runner logs list"):
         assert expected in out, expected
+    assert "'home'" not in out and "'bin'" not in out  # the view, not the host's root
     listed = json.loads(run_cli(["logs", "list", "--json", "--source", "demo"], home=home).stdout)
     # Each snippet ends the way it is meant to (newest first): the sympy algebra, the
-    # function and the MathChat step run; the bug, the loop and the import do not.
+    # function, the MathChat step, numpy with a file and the plot run; the bug, the loop
+    # and the look for the host's programs do not.
     assert [row["result"]["status"] for row in reversed(listed)] == \
-        ["ok", "ok", "ok", "error", "timeout", "denied"], listed
+        ["ok", "ok", "ok", "ok", "ok", "error", "timeout", "error"], listed

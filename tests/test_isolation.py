@@ -3,8 +3,9 @@
 The restricted tier's guarantees must not rest on its policy. So everything here runs
 on the restricted tier with fewer layers (test modes only: "hook" is code that escaped
 the policy, with the real builtins, under the audit hook and the kernel confinement;
-"kernel" has only the kernel confinement and the process design), and on the Docker tier
-with plain Python:
+"kernel" has only the kernel confinement and the process design), on the jail tier as
+users get it (real Python, its writable directory) and on the Docker tier with plain
+Python:
 
 - no run sees another: a run that reads all the memory it can finds no trace of earlier
   runs' code, arguments or output, and nothing earlier runs made (files, IPC objects,
@@ -31,12 +32,14 @@ from runner.types import ExecutionRequest, FunctionCall
 from conftest import backend_options
 
 SHORT = Limits(timeout_s=3)
-TIERS = ["restricted-hook", "restricted-kernel", "docker"]
+TIERS = ["jail", "restricted-hook", "restricted-kernel", "docker"]
 
 
 def _open(tier: str) -> Sandbox:
     if tier == "docker":
         return Sandbox(backend="docker", log_store=False, **backend_options("docker"))
+    if tier == "jail":
+        return Sandbox(backend="jail", log_store=False)
     os.environ[TEST_LAYERS_VARIABLE] = "1"
     return Sandbox(backend="restricted", log_store=False, layers=tier.split("-", 1)[1])
 
@@ -57,6 +60,8 @@ def fresh(request: pytest.FixtureRequest):
     """A sandbox of one worker, so consecutive runs share a worker (and a container)."""
     if request.param == "docker":
         sb = Sandbox(backend="docker", log_store=False, pool_size=1, **backend_options("docker"))
+    elif request.param == "jail":
+        sb = Sandbox(backend="jail", log_store=False, pool_size=1)
     else:
         os.environ[TEST_LAYERS_VARIABLE] = "1"
         sb = Sandbox(backend="restricted", log_store=False, pool_size=1,
@@ -158,12 +163,14 @@ def _secret(kind: str) -> str:
     return f"{kind}-{secrets.token_hex(12)}"
 
 
-@pytest.fixture(params=_tier_params(["restricted-kernel", "docker"]))
+@pytest.fixture(params=_tier_params(["jail", "restricted-kernel", "docker"]))
 def dumpable(request: pytest.FixtureRequest):
     """Tiers where a run may read its own memory (under the audit hook it may not: the
     dump needs C-level reads, which the hook refuses; 'kernel' is that same child)."""
     if request.param == "docker":
         sb = Sandbox(backend="docker", log_store=False, pool_size=1, **backend_options("docker"))
+    elif request.param == "jail":
+        sb = Sandbox(backend="jail", log_store=False, pool_size=1)
     else:
         os.environ[TEST_LAYERS_VARIABLE] = "1"
         sb = Sandbox(backend="restricted", log_store=False, pool_size=1, layers="kernel")
@@ -478,6 +485,13 @@ def test_nothing_one_run_makes_reaches_the_next(fresh):
     if fresh.tier == "docker":
         assert later.stdout == ("{'shm': 0, 'msg': 0, 'sem': 0, '/tmp': [], '/dev/shm': [], "
                                 "'/dev/mqueue': []}\n"), _describe(later)
+    if fresh.tier == "jail":
+        # IPC objects are refused; the files went into the run's own /tmp, gone with it.
+        assert "'shm': [-1, -1, -1, -1, -1]" in first.stdout and "'files': True" in first.stdout, \
+            _describe(first)
+        assert later.stdout == ("{'shm': 0, 'msg': 0, 'sem': 0, '/tmp': [], "
+                                "'/dev/shm': 'unreadable', '/dev/mqueue': 'unreadable'}\n"), \
+            _describe(later)
     _healthy(fresh)
 
 
@@ -512,7 +526,7 @@ print(sorted(mine))
 
 def test_no_process_of_a_run_survives_it(fresh):
     first = fresh.run(DAEMON, limits=SHORT)
-    if fresh.tier.startswith("restricted"):  # no process can be started at all
+    if fresh.tier != "docker":  # no process can be started at all in the jail
         assert first.status in (Status.ERROR, Status.DENIED) and "started" not in first.stdout, \
             _describe(first)
         return

@@ -55,6 +55,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..backends.base import DEFAULT_BACKEND
 from ..budget import TimeBudget
 from ..errors import ConfigurationError, LLMError, RunnerError, ToolsNotSupportedError
 from ..functions import FunctionSet
@@ -128,7 +129,7 @@ class Agent:
     def run(self, task: str) -> AgentRun:
         """Work on `task` until an answer or a limit; the run, as logged."""
         owns_sandbox = self.sandbox is None
-        sandbox = self.sandbox or Sandbox(backend="restricted", source="agent")
+        sandbox = self.sandbox or Sandbox(backend=DEFAULT_BACKEND, source="agent")
         try:
             return _Conversation(self, sandbox, task).run()
         finally:

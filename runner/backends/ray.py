@@ -47,7 +47,7 @@ from ..errors import BackendUnavailableError, ConfigurationError, SandboxClosedE
 from ..ids import new_id
 from ..types import ExecutionRequest, ExecutionResult
 from . import ray_env
-from .base import RAY_INNER_BACKENDS
+from .base import DEFAULT_BACKEND, RAY_INNER_BACKENDS
 from .ray_pool import (
     Actor,
     ActorPool,
@@ -152,7 +152,7 @@ def _disconnect() -> None:
 class RayBackend:
     """Runs on a pool of Ray actors, each holding a warm inner backend on its node."""
 
-    def __init__(self, *, ray_address: str | None = None, inner: str = "restricted",
+    def __init__(self, *, ray_address: str | None = None, inner: str = DEFAULT_BACKEND,
                  actors_per_node: int | None = None, queue_depth: int | None = None,
                  num_cpus: float = 1.0, build_images: bool = True, start_timeout: float = 600.0,
                  capacity_wait_s: float = 60.0, poll_s: float = 1.0,

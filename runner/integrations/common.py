@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..agent.feedback import clip
+from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
 from ..sandbox import Sandbox
@@ -270,7 +271,7 @@ class SessionExecutor:
 
     integration: ClassVar[str]
 
-    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = DEFAULT_BACKEND,
                  timeout: float | None = None, limits: Limits | None = None,
                  packages: Iterable[str] = (), functions: FunctionSet | None = None,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,

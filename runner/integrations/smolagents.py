@@ -50,6 +50,7 @@ from typing import Any
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
 from smolagents.tools import Tool
 
+from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, FunctionDefinitionError
 from ..functions import FunctionSet, FunctionSpec, spec_from_callable
 from ..sandbox import Sandbox
@@ -104,7 +105,7 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
     (a `FunctionSet`) are defined in the session with the agent's tools.
     """
 
-    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = "restricted",
+    def __init__(self, sandbox: Sandbox | None = None, *, backend: str = DEFAULT_BACKEND,
                  additional_authorized_imports: Iterable[str] = (), timeout: float | None = None,
                  limits: Limits | None = None, packages: Iterable[str] = (),
                  functions: FunctionSet | None = None,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.run import AgentRun, AgentStatus
+from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, LLMError, RunLostError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
@@ -168,7 +169,7 @@ def evaluate(dataset: str | Path | Dataset, *, llm: ChatModel | None = None,
              types: Iterable[str] | None = None, levels: Iterable[int | str] | None = None,
              limit: int | None = None, seed: int | None = None, method: str = "mathchat",
              variant: str | None = None,
-             functions: FunctionSet | str | Path | None = None, backend: str = "restricted",
+             functions: FunctionSet | str | Path | None = None, backend: str = DEFAULT_BACKEND,
              concurrency: int = 1, max_turns: int | None = None, limits: Limits | None = None,
              budget_s: float | None = 120.0, native_tools: bool = True,
              max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, on_bad_line: OnError = "stop",

@@ -47,6 +47,7 @@ from ..agent.feedback import functions_reference
 from ..agent.loop import Agent, LogTarget
 from ..agent.protocols import AnswerProtocol, CodeProtocol, ReplyProtocol
 from ..agent.run import AgentRun, AgentStatus, AgentTurn
+from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
 from ..sandbox import Sandbox
@@ -303,7 +304,7 @@ def solve(problem: str | Problem, *, llm: ChatModel | None = None, model: str | 
           base_url: str | None = None, api_key: str | None = None, method: str = "mathchat",
           variant: str | None = None,
           functions: FunctionSet | str | Path | None = None, sandbox: Sandbox | None = None,
-          backend: str = "restricted", max_turns: int | None = None, limits: Limits | None = None,
+          backend: str = DEFAULT_BACKEND, max_turns: int | None = None, limits: Limits | None = None,
           budget_s: float | None = 120.0, native_tools: bool = True,
           max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, gold: str | None = None,
           checker: Checker | None = None, on_turn: Callable[[AgentTurn], None] | None = None,

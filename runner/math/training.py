@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.run import AgentStatus
+from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
@@ -155,7 +156,7 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
           limit: int | None = None, seed: int | None = None, epochs: int = 5,
           functions: FunctionSet | str | Path | None = None, method: str = "mathchat",
           variant: str | None = None,
-          backend: str = "restricted", concurrency: int = 1, max_turns: int | None = None,
+          backend: str = DEFAULT_BACKEND, concurrency: int = 1, max_turns: int | None = None,
           limits: Limits | None = None, budget_s: float | None = 120.0,
           native_tools: bool = True, max_actions: int = DEFAULT_MAX_ACTIONS,
           max_tries: int = DEFAULT_MAX_TRIES, patience: int = 2,

@@ -40,6 +40,7 @@ from ..agent.feedback import ErrorCode, Feedback
 from ..agent.host import HostCall, HostOutcome
 from ..agent.loop import Agent, LogTarget
 from ..agent.run import AgentRun, AgentStatus
+from ..backends.base import DEFAULT_BACKEND
 from ..functions import FunctionSet, FunctionSpec
 from ..jsonlimits import ARGUMENT_BOUNDS, json_problem
 from ..logs.functions import Author
@@ -144,7 +145,7 @@ class Optimizer:
     """
 
     def __init__(self, llm: ChatModel, *, sandbox: Sandbox | None = None,
-                 backend: str = "restricted", protocol: str = "auto",
+                 backend: str = DEFAULT_BACKEND, protocol: str = "auto",
                  max_actions: int = DEFAULT_MAX_ACTIONS, max_tries: int = DEFAULT_MAX_TRIES,
                  history_tokens: int = DEFAULT_HISTORY_TOKENS, limits: Limits | None = None,
                  log: LogTarget = True) -> None:

@@ -37,6 +37,7 @@ import ast
 from collections.abc import Iterable
 from typing import Any
 
+from ...backends.base import DEFAULT_BACKEND
 from ...functions import FunctionSet
 from ...sandbox import Sandbox
 from ...types import Limits, Status
@@ -57,7 +58,7 @@ class RunnerMathChat:
 
     runner_executor: RunnerCodeExecutor
 
-    def __init__(self, *args: Any, sandbox: Sandbox | None = None, backend: str = "restricted",
+    def __init__(self, *args: Any, sandbox: Sandbox | None = None, backend: str = DEFAULT_BACKEND,
                  timeout: float | None = None, limits: Limits | None = None,
                  packages: Iterable[str] = (), functions: FunctionSet | None = None,
                  executor: RunnerCodeExecutor | None = None, **kwargs: Any) -> None:
