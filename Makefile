@@ -69,6 +69,7 @@ lint: $(STAMP)
 
 bench: docker-ready
 	$(BIN)/python bench/bench_restricted.py
+	$(BIN)/python bench/bench_jail.py
 	$(BIN)/python bench/bench_docker.py
 	$(BIN)/python bench/bench_checker.py
 	$(BIN)/python bench/bench_viewer.py

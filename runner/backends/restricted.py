@@ -16,6 +16,7 @@ from ..packages import PackageRequestError, installed_version, parse_requirement
 from ..types import ExecutionRequest, Status
 from ..worker import error_types
 from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
+from ..worker.policy.refusals import ELSEWHERE
 from .worker_backend import Placement, RequestRefused, WorkerBackend
 from .worker_process import WorkerPool, WorkerProcess
 
@@ -70,18 +71,17 @@ class RestrictedBackend(WorkerBackend):
             if name not in self.allowed_modules:
                 raise refuse(
                     f"package '{request}' is not available in the restricted backend, which "
-                    f"offers only: {', '.join(self.allowed_modules)}; use --backend docker "
-                    "(Sandbox(backend='docker')) to install packages")
+                    f"offers only: {', '.join(self.allowed_modules)}; {ELSEWHERE}")
             version = installed_version(name)
             if version is None and name in sys.stdlib_module_names:
                 versions[name] = "stdlib"
                 continue
             if version is None:
                 raise refuse(f"package '{name}' is allowed but not installed on this host; "
-                             "use --backend docker to install it")
+                             f"{ELSEWHERE}")
             if request.requirement.specifier and not request.requirement.specifier.contains(
                     version, prereleases=True):
                 raise refuse(f"package '{request}' was requested but the restricted backend "
-                             f"has {name} {version}; use --backend docker for other versions")
+                             f"has {name} {version}; {ELSEWHERE}")
             versions[name] = version
         return versions

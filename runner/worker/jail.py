@@ -111,7 +111,7 @@ def _fail(what: str) -> JailError:
     reason = os.strerror(code) if code else "unknown error"
     hint = ""
     if what.startswith("unshare") and code in (errno.EPERM, errno.ENOSPC, errno.EINVAL):
-        hint = (" The restricted backend needs Linux user namespaces: enable them "
+        hint = (" The local backends (jail, restricted) need Linux user namespaces: enable them "
                 "(sysctl user.max_user_namespaces=10000; on Debian/Ubuntu also "
                 "kernel.unprivileged_userns_clone=1 or the AppArmor userns rule), run "
                 "outside a container that forbids them, or use the docker backend "

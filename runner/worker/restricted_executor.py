@@ -47,6 +47,7 @@ from .policy import (
 )
 from .policy import hooks as policy_hooks
 from .policy import transformer as policy_transformer
+from .policy.refusals import ELSEWHERE
 from .policy.transformer import bound_names
 
 # full: policy + audit hook + kernel; hook: audit hook + kernel; kernel: kernel only.
@@ -132,8 +133,7 @@ class RestrictedExecutor(JailedChildren):
         if compiled.errors:
             raise Denied("the restricted backend refused this code: "
                           + "; ".join(compiled.errors)
-                          + f". Allowed modules: {self.policy.allowed_text()}; use the docker "
-                            "backend for unrestricted Python.")
+                          + f". Allowed modules: {self.policy.allowed_text()}; {ELSEWHERE}.")
         return compiled.code
 
     def _execute(self, code: Any, namespace: dict[str, Any]) -> None:

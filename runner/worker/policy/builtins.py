@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .checks import TYPE_MRO, TYPE_NAME, is_metaclass, module_name
 from .names import RESERVED_PRIVATE_NAMES
-from .refusals import deny
+from .refusals import ELSEWHERE, deny
 
 if TYPE_CHECKING:
     from .guards import Guards
@@ -33,7 +33,7 @@ _PLAIN_BUILTINS = (
 )
 
 _REFUSED_BUILTINS = {
-    "open": "the restricted backend has no file access; use the docker backend",
+    "open": f"the restricted backend has no file access; {ELSEWHERE}",
     "eval": "it runs strings as code",
     "exec": "it runs strings as code",
     "compile": "it turns strings into code",

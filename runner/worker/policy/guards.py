@@ -26,7 +26,7 @@ from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 from .checks import PLAIN_TYPES, ValueRule, describe
 from .modules import Policy
 from .names import LAZY_IMPORTS, SAFE_DUNDER_ATTRIBUTES, SPECIAL_METHOD_NAMES, is_private_name
-from .refusals import deny
+from .refusals import ELSEWHERE, deny
 from .transformer import is_policy_function
 
 # Iterables whose items are plain by construction. A list, tuple or dict is not: what it
@@ -377,8 +377,7 @@ class Guards:
             if self.policy.module_denied(name):
                 hint = " (this part of the package can run code or reach the system)"
             deny(f"import of '{name}' is not allowed in the restricted backend{hint}; "
-                 f"allowed modules: {self.policy.allowed_text()}; use the docker backend "
-                 "(--backend docker) for anything else")
+                 f"allowed modules: {self.policy.allowed_text()}; {ELSEWHERE}")
         if not fromlist:
             return builtins.__import__(name, None, None, (), 0)
         # The package alone first: the real __import__ would import every name of the
@@ -520,7 +519,7 @@ def refusing_stand_in(qualified: str) -> Callable[..., Any]:
     """A stand-in that refuses when called (for names `import *` cannot hand out)."""
     def refused(*_args: Any, **_kwargs: Any) -> Any:
         deny(f"{qualified} is not available in the restricted backend (it can run arbitrary "
-             "code or reach the system); use the docker backend for it")
+             f"code or reach the system); {ELSEWHERE}")
     refused.__name__ = qualified.rsplit(".", 1)[-1]
     return refused
 

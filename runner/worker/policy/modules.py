@@ -19,6 +19,7 @@ from .names import (
     REFUSED_STDLIB_MODULES,
     identity,
 )
+from .refusals import ELSEWHERE
 
 # The real builtins and helpers that must never reach user code through some library's
 # attribute: they read any attribute, import by name, run strings or open files.
@@ -64,8 +65,7 @@ class Policy:
         self._usable: dict[str, bool] = {}
         self._denied: dict[int, tuple[Any, str]] = {}
         for obj in DANGEROUS_OBJECTS:
-            self.deny_object(obj, "it can run arbitrary code or reach the system; use the "
-                                  "docker backend for it")
+            self.deny_object(obj, f"it can run arbitrary code or reach the system; {ELSEWHERE}")
 
     def deny_library_objects(self) -> None:
         """Each declared library's refused callables (once the libraries are imported)."""

@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+# What a refusal tells the reader (a model, or the person who reads its log) about where
+# such code can run: the strict tier is a choice of whoever runs the sandbox.
+ELSEWHERE = ("the strict tier (backend 'restricted') refuses it; the jail tier (backend "
+             "'jail', the default) runs unrestricted Python with packages and files")
+
 
 class Denied(BaseException):
     """Raised when user code asks for something the restricted tier refuses."""
