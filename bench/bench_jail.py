@@ -57,7 +57,7 @@ def through(sandbox: Any, code: str, expected: str | None = None) -> Callable[[]
 def measure(runs: int) -> list[Row]:
     from runner import Sandbox
 
-    loop_runs = max(5, runs // 4)  # each loop takes tenths of a second
+    loop_runs = max(5, runs // 4)  # as bench_restricted: the loops are the long runs (up to ~1 s restricted)
     rows: list[Row] = []
     with Sandbox(backend="jail") as jail:
         jail.warm()

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -88,6 +89,17 @@ def wheel_cache(key: str) -> Path:
     wheels = runner_home(writable=True) / "cache" / "wheels" / key
     wheels.mkdir(parents=True, exist_ok=True)
     return wheels
+
+
+def readable_by_all(root: Path) -> None:
+    """Sandboxes run as another user and see the environment read-only: every directory
+    and file readable (and directories searchable) by all."""
+    for directory, _subdirs, files in os.walk(root):
+        os.chmod(directory, 0o755)
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
 
 
 def build_once(target: Path, install: Callable[[Path], None], what: str) -> dict[str, str]:

@@ -32,7 +32,16 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ..packages import PackageRequest
-from ..wheels import InstallFailed, build_once, envs_root, locked, pip_reason, run_pip, wheel_cache
+from ..wheels import (
+    InstallFailed,
+    build_once,
+    envs_root,
+    locked,
+    pip_reason,
+    readable_by_all,
+    run_pip,
+    wheel_cache,
+)
 
 # The distributions whose modules every jail worker preloads (runner's own dependencies).
 PRELOADED = ("numpy", "sympy", "mpmath", "matplotlib")
@@ -133,9 +142,11 @@ def _environment(requests: list[PackageRequest], timeout: float) -> PackageSet:
                                            for name, version in _preloaded_versions().items()))
             _pip(["download", "--only-binary=:all:", "--dest", str(wheels),
                   "--constraint", str(constraints), "--", *texts], timeout)
+            readable_by_all(staging)
             _pip(["install", "--no-index", "--find-links", str(wheels), "--only-binary=:all:",
                   "--no-warn-script-location", "--target", str(staging),
                   "--constraint", str(constraints), "--", *texts], timeout)
+            readable_by_all(staging)
 
         versions = build_once(target, install, ", ".join(texts))
     chosen = {request.name: versions[request.name] for request in requests

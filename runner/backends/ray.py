@@ -1,6 +1,6 @@
 """The ray backend: runs spread over a Ray cluster, each on a warm sandbox of an inner tier.
 
-`Sandbox(backend="ray", ray_address=..., inner="restricted" | "docker")` sends every
+`Sandbox(backend="ray", ray_address=..., inner="jail" | "restricted" | "docker")` sends every
 request to a pool of Ray actors (runner/backends/ray_actor.py), each holding a warm
 inner backend on its node. Everything above the backend seam is unchanged, and the log
 store stays here on the driver: actors return results and the driver's Sandbox records

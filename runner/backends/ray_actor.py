@@ -47,7 +47,7 @@ class ActorReport:
 def prepare_node(inner: str, options: dict[str, Any], *, build_images: bool) -> None:
     """Make sure this node can serve `inner`; raise a RunnerError that says what it lacks."""
     if inner != "docker":
-        return  # the restricted tier needs only this runner, which is running
+        return  # the local tiers need only this runner, which is running
     from ..docker import images
     from ..docker.engine import engine_info
 

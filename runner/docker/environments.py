@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..packages import PackageRequest
 from ..paths import runner_home
-from ..wheels import InstallFailed, build_once, envs_root, locked, pip_reason, run_pip, wheel_cache
+from ..wheels import InstallFailed, build_once, envs_root, locked, pip_reason, readable_by_all, run_pip, wheel_cache
 from .engine import DockerCommandError, EngineUnavailableError, docker
 
 IMAGE_PYTHON = "3.11"  # the sandbox image is Debian bookworm's python3
@@ -102,7 +102,7 @@ def resolve(requests: list[PackageRequest], *, image: str, image_id: str,
             _download(requests, wheels, timeout)
             pip = _pip_wheel(runner_home(writable=True) / "cache", timeout)
             _install(image, wheels, pip, staging, requests, timeout)
-            _readable_by_all(staging)  # sandboxes run as another user and mount it read-only
+            readable_by_all(staging)  # sandboxes run as another user and mount it read-only
 
         versions = build_once(target, install, ", ".join(str(r) for r in requests))
         volume = _volume(key, target, image, timeout)
@@ -149,15 +149,6 @@ def _volume_created(name: str) -> str | None:
     if proc.returncode != 0:
         return None
     return proc.stdout.decode().strip() or None
-
-
-def _readable_by_all(root: Path) -> None:
-    for directory, _subdirs, files in os.walk(root):
-        os.chmod(directory, 0o755)
-        for name in files:
-            path = os.path.join(directory, name)
-            if not os.path.islink(path):
-                os.chmod(path, os.stat(path).st_mode | 0o444)
 
 
 def _install(image: str, wheels: Path, pip: Path, target: Path,
