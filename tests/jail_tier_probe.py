@@ -7,7 +7,8 @@ by the same check run (`after`), so that whatever an attack leaves behind is see
 next run of the same worker. Used by tests/test_jail_tier.py as the caller that started
 the worker: directly as root, and through tests/as_user.py as an ordinary user.
 
-stdin: a JSON object {"after": code, "attacks": [{"name", "code", "limits"}]}. In every
+stdin: a JSON object {"after": code, "attacks": [{"name", "code", "limits", "after"}]}
+(an attack with "after": false is followed directly by the next attack). In every
 code, __PROBE_HOME__ (this probe's RUNNER_HOME), __PROBE_PID__ (this process) and
 __WORKER_PID__ (the worker's host process) are replaced before it runs.
 stdout: one JSON object, name -> result (with "after": the check run's result, and
@@ -60,7 +61,8 @@ def main() -> None:
         for attack in job["attacks"]:
             result = sandbox.run(filled(attack["code"]), limits=Limits(**attack.get("limits", {})))
             results[attack["name"]] = _described(result)
-            results[attack["name"]]["after"] = _described(sandbox.run(job["after"]))
+            if attack.get("after", True):
+                results[attack["name"]]["after"] = _described(sandbox.run(job["after"]))
             results[attack["name"]]["workers"] = _workers(sandbox)
     results["_caller"] = {"uid": os.getuid(), "home": HOME, "pid": os.getpid()}
     shutil.rmtree(HOME, ignore_errors=True)

@@ -276,11 +276,17 @@ def test_every_system_call_off_the_allow_list_is_refused(attacked):
 
 
 def test_every_allowed_call_has_its_reason_in_the_readme():
-    table = syscalls.markdown_table()
-    assert table in (HERE.parent / "README.md").read_text(encoding="utf-8"), \
+    readme = (HERE.parent / "README.md").read_text(encoding="utf-8")
+    assert syscalls.markdown_table() in readme, \
         "the README's security section must show runner.worker.syscalls.markdown_table()"
-    for group in syscalls.RESTRICTED_CHILD:
+    assert syscalls.markdown_table(syscalls.JAIL_CHANGES) in readme, \
+        "the README's security section must show the jail tier's changes (JAIL_CHANGES)"
+    for group in (*syscalls.RESTRICTED_CHILD, *syscalls.JAIL_CHILD):
         assert group.reason and group.calls
+    # The jail's table is the restricted one with its changes, nothing else.
+    assert set(syscalls.JAIL_CHILD) == {*syscalls.RESTRICTED_CHILD, *syscalls.JAIL_CHANGES} - {
+        group for group in syscalls.RESTRICTED_CHILD
+        if group.check in (syscalls.DESCRIPTOR_FLAGS, syscalls.TERMINAL_QUERY)}
 
 
 def test_extended_attributes_inode_flags_and_watches_are_refused(attacked, secret):

@@ -26,9 +26,10 @@
 - `additional_authorized_imports` map onto what the sandbox can allow. On the restricted
   tier, the modules it offers (math, cmath, fractions, decimal, statistics, itertools,
   functools, collections, re, json, datetime, random, sympy); anything else, or "*", is a
-  `ConfigurationError` naming what cannot be allowed. Elsewhere (Docker), the standard
-  library is there and every other name becomes a package installed for the sandbox (never
-  on the host); "*" cannot be allowed. smolagents' always-authorised base modules that the
+  `ConfigurationError` naming what cannot be allowed. Elsewhere (the jail tier, the
+  default, and Docker), the standard library is there and every other name becomes a
+  package of the sandbox's package set (installed for it, never imported on the host);
+  "*" cannot be allowed. smolagents' always-authorised base modules that the
   restricted tier does not offer (queue, stat, time, unicodedata) are refused by the
   sandbox when imported, with a message the model reads.
 - A step whose code fails, is refused, floods its output or runs out of time raises an
@@ -233,7 +234,8 @@ def authorized_packages(imports: Iterable[str], tier: str) -> tuple[str, ...]:
                 f"additional_authorized_imports {', '.join(repr(n) for n in refused)} cannot be "
                 f"allowed on the restricted backend, which offers only: "
                 f"{', '.join(DEFAULT_ALLOWED_MODULES)}",
-                fix="drop them, or use backend='docker', where packages are installed for the sandbox")
+                fix="drop them, or use backend='jail' (the default), where packages are "
+                    "installed for the sandbox")
         return ()
     if "*" in tops:
         raise ConfigurationError("additional_authorized_imports ['*'] cannot be allowed: the "

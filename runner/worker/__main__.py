@@ -12,7 +12,7 @@ import os
 import sys
 from typing import NoReturn
 
-from . import jail
+from . import jail, linux
 from .child import ChildConfig, Executor
 from .supervisor import serve
 
@@ -64,7 +64,9 @@ def main() -> None:
     per_run_processes = not args.container or bool(getattr(executor, "own_user_namespaces",
                                                            False))
     config = ChildConfig(container=args.container, limit_processes=per_run_processes,
-                         run_as=args.run_as, own_pid_namespace=args.executor != "plain")
+                         run_as=args.run_as,
+                         # x86_64: each run in a PID namespace of its own (forkserver.py)
+                         own_pid_namespace=args.executor != "plain" and linux.SYS_PAUSE is not None)
     serve(executor, ready, config)
 
 

@@ -198,6 +198,9 @@ _JAIL_IOCTL = Group("whether its standard streams are terminals, close-on-exec f
 _JAIL_REPLACES = {DESCRIPTOR_FLAGS: _JAIL_FCNTL, TERMINAL_QUERY: _JAIL_IOCTL}
 JAIL_CHILD: tuple[Group, ...] = (*(_JAIL_REPLACES.get(group.check or "", group)
                                    for group in RESTRICTED_CHILD), *_JAIL_EXTRA)
+# What the jail table changes from the restricted one: two rows replaced, the rest added
+# (the README shows these below the restricted table).
+JAIL_CHANGES: tuple[Group, ...] = (*_JAIL_REPLACES.values(), *_JAIL_EXTRA)
 
 # Calls the kernel itself exempts from seccomp: only its uprobe trampolines may make them,
 # and from anywhere else they fail or kill the caller (Linux 6.11 and later). No filter can
