@@ -495,6 +495,100 @@ def test_nothing_one_run_makes_reaches_the_next(fresh):
     _healthy(fresh)
 
 
+# What a run can set in the kernel's shared counters and times, and the next run read:
+# the next pid and thread id (spawning threads moves the counter), the next System V id,
+# the next inode number of /tmp, and /tmp's own times. Each run has its own PID and IPC
+# namespaces and (where it may write) its own /tmp, so a run that moved them all finds
+# them where a fresh sandbox's first run does.
+COUNTERS = r"""
+import ctypes, json, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+seen = {"pid": os.getpid(), "first thread": None, "ipc id": None, "inode": None, "tmp times": None}
+t = threading.Thread(target=lambda: seen.__setitem__("first thread", threading.get_native_id()))
+t.start(); t.join()
+seen["ipc id"] = libc.msgget(0, 0o1600)  # IPC_PRIVATE: a new queue, with the next id
+try:
+    with open("/tmp/probe", "w") as f:
+        seen["inode"] = os.fstat(f.fileno()).st_ino
+    seen["tmp times"] = os.stat("/tmp").st_mtime_ns % 10**9
+except OSError as exc:
+    seen["inode"] = exc.errno
+MOVE = __MOVE__
+if MOVE:
+    for _ in range(300):  # the pid counter moves by one per thread
+        t = threading.Thread(target=lambda: None); t.start(); t.join()
+    for _ in range(50):
+        libc.msgget(0, 0o1600)
+    try:
+        for n in range(50):
+            open(f"/tmp/moved-{n}", "w").close()
+        os.utime("/tmp", ns=(123456789, 123456789))
+    except OSError:
+        pass
+print(json.dumps(seen))
+"""
+
+
+def test_a_run_moves_no_counter_the_next_run_reads(fresh):
+    baseline = fresh.run(COUNTERS.replace("__MOVE__", "False"), limits=SHORT)
+    if fresh.tier == "restricted-hook":  # the hook refuses C libraries outright
+        assert baseline.status == Status.DENIED, _describe(baseline)
+        return
+    assert baseline.status == Status.OK, _describe(baseline)
+    mover = fresh.run(COUNTERS.replace("__MOVE__", "True"), limits=SHORT)
+    assert mover.status == Status.OK, _describe(mover)
+    after = fresh.run(COUNTERS.replace("__MOVE__", "False"), limits=SHORT)
+    assert after.status == Status.OK, _describe(after)
+    first, later = json.loads(baseline.stdout), json.loads(after.stdout)
+    assert later["pid"] == first["pid"] == 2, (first, later)
+    assert later["first thread"] == first["first thread"], (first, later)
+    assert later["ipc id"] == first["ipc id"], (first, later)  # -1 where refused
+    assert later["inode"] == first["inode"], (first, later)  # an errno where nothing is writable
+    assert later["tmp times"] != 123456789, (first, later)
+    _healthy(fresh)
+
+
+MEMORY_LEFT_CHARGED = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Message(ctypes.Structure):
+    _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 8192)]
+message = Message(1, b"x" * 8192)
+queued = 0
+for _ in range(64):  # queues hold kernel memory, charged to whoever made them
+    queue = libc.msgget(0, 0o1600)
+    if queue < 0:
+        break
+    while libc.msgsnd(queue, ctypes.byref(message), 8192, 0o4000) == 0:  # IPC_NOWAIT
+        queued += 1
+n = 0
+try:
+    while True:  # small files until the directory or the memory is full
+        with open(f"/tmp/small-{n}", "wb") as f:
+            f.write(b"x" * 4096)
+        n += 1
+except OSError:
+    pass
+print(queued, n)
+"""
+
+
+def test_what_a_run_holds_in_the_kernel_is_freed_with_it(fresh):
+    """Message queues and a /tmp full of small files hold memory charged to the run (on
+    Docker, to its container): they go when the run ends, so the next run has all of its
+    own memory, and the worker is not the process the kernel ends."""
+    limits = Limits(timeout_s=20, memory_mb=256)
+    filler = fresh.run(MEMORY_LEFT_CHARGED, limits=limits)
+    if fresh.tier == "restricted-hook":  # the hook refuses C libraries outright
+        assert filler.status == Status.DENIED, _describe(filler)
+    else:
+        assert filler.status in (Status.OK, Status.MEMORY_LIMIT, Status.ERROR), _describe(filler)
+    after = fresh.run("x = bytearray(200 << 20)\nfor i in range(0, len(x), 4096):\n    x[i] = 1\n"
+                      "print('next')", limits=limits)
+    assert after.status == Status.OK and after.stdout == "next\n", _describe(after)
+    _healthy(fresh)
+
+
 DAEMON = r'''
 import os, time
 pid = os.fork()

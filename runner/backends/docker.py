@@ -72,7 +72,7 @@ def owner_id() -> str:
 class Profile:
     """The container-level limits; runs with other timeouts share containers."""
 
-    memory_mb: int
+    memory_mb: int  # what a run's processes and its directory (a tmpfs) hold together
     max_processes: int
     max_file_size_mb: int
 

@@ -5,7 +5,9 @@ example), so sandbox containers get this profile instead, built from the table b
 what a Python program, its subprocesses and the worker need, grouped with a reason per
 group. Everything else is refused: the calls Docker's current default refuses (mounts,
 namespaces other than the worker's per-run user namespace, kernel modules, keyrings,
-BPF, perf, clocks, reboot, ...), and what no run needs (io_uring, tracing and reading
+BPF, perf, clocks, reboot, ...; the worker's own namespaces and mounts for each run are
+allowed here and refused to runs by the filter each run's child stacks on this one,
+`worker.seccomp.refuse_namespaces`), and what no run needs (io_uring, tracing and reading
 other processes, page-cache probes, the new mount API, socket families beyond local,
 IP and netlink). Unknown calls are refused too (runc answers ENOSYS for calls newer than
 the profile, so a C library falls back).
@@ -25,7 +27,7 @@ from ..worker.syscalls import X86_64
 
 EPERM = 1
 ENOSYS = 38
-CLONE_NEWUSER = 0x10000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x08000000, 0x10000000, 0x20000000
 CLONE_NAMESPACES = 0x7E020000  # every CLONE_NEW* flag that clone(2) can carry
 # socket(2) families a run may use: local, IPv4, IPv6 (loopback only: no network), and
 # netlink (what the C library asks about the container's own interfaces).
@@ -99,8 +101,12 @@ ALLOWED: tuple[Allowed, ...] = (
             ("connect", "accept", "accept4", "bind", "listen", "sendto", "recvfrom", "sendmsg",
              "recvmsg", "sendmmsg", "recvmmsg", "shutdown", "getsockname", "getpeername",
              "socketpair", "setsockopt", "getsockopt")),
-    Allowed("System V and POSIX IPC inside the container's own IPC namespace (cleared "
-            "after every run)",
+    Allowed("the worker's own work for each run, refused to runs by the filter their "
+            "process stacks on this one: entering a run's PID namespace, and mounting its "
+            "directory (a tmpfs) in the run's own mount namespace",
+            ("setns", "mount", "umount2")),
+    Allowed("System V and POSIX IPC inside the run's own IPC namespace (or the container's, "
+            "cleared after every run)",
             ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
              "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
              "mq_timedreceive", "mq_notify", "mq_getsetattr")),
@@ -127,15 +133,18 @@ def profile() -> dict[str, Any]:
               for family in SOCKET_FAMILIES]
     rules += [_rule(["personality"], "SCMP_ACT_ALLOW", args=[_args(0, "SCMP_CMP_EQ", value)])
               for value in PERSONALITIES]
-    # clone: no namespace flags (threads and processes); clone3 keeps its flags in memory,
-    # where no filter can read them: ENOSYS, so the C library uses clone.
-    rules.append(_rule(["clone"], "SCMP_ACT_ALLOW",
-                       args=[_args(0, "SCMP_CMP_MASKED_EQ", CLONE_NAMESPACES, 0)]))
+    # clone: no namespace flags (threads and processes), or a new PID namespace alone (the
+    # holder of a run's PID namespace, made by the worker); clone3 keeps its flags in
+    # memory, where no filter can read them: ENOSYS, so the C library uses clone.
+    for flags in (0, CLONE_NEWPID):
+        rules.append(_rule(["clone"], "SCMP_ACT_ALLOW",
+                           args=[_args(0, "SCMP_CMP_MASKED_EQ", CLONE_NAMESPACES, flags)]))
     rules.append(_rule(["clone3"], "SCMP_ACT_ERRNO", errnoRet=ENOSYS))
-    # unshare: only a user namespace, which the worker makes for each run before its code
-    # starts (so RLIMIT_NPROC counts the run alone); the run's own filter then refuses it.
-    rules.append(_rule(["unshare"], "SCMP_ACT_ALLOW",
-                       args=[_args(0, "SCMP_CMP_EQ", CLONE_NEWUSER)]))
+    # unshare: a user namespace (the worker's own, and each run's, made before its code
+    # starts, so RLIMIT_NPROC counts the run alone), and a run's mount and IPC namespaces;
+    # the run's own filter then refuses it.
+    for flags in (CLONE_NEWUSER, CLONE_NEWNS | CLONE_NEWIPC):
+        rules.append(_rule(["unshare"], "SCMP_ACT_ALLOW", args=[_args(0, "SCMP_CMP_EQ", flags)]))
     # The native ABI only: i386 (int 0x80) and x32 calls are refused as a foreign ABI.
     native = {"x86_64": "SCMP_ARCH_X86_64", "aarch64": "SCMP_ARCH_AARCH64"}.get(
         platform.machine(), "SCMP_ARCH_X86_64")

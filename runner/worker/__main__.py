@@ -47,12 +47,17 @@ def main() -> None:
     args = parser.parse_args()
     ready: dict[str, object]
     executor: Executor
+    own_pid_namespace = args.executor != "plain" and linux.SYS_PAUSE is not None
     if args.executor == "plain":
         from .plain import DEFAULT_PRELOAD, PlainExecutor
 
+        # A container's worker gives each run namespaces and a directory of its own where
+        # the engine lets it (before anything is imported: it forks to get there).
+        per_run = args.container and args.run_as is not None and _per_run_in_container(args.run_as)
+        own_pid_namespace = per_run
         preload = [n for n in args.preload.split(",") if n] if args.preload is not None \
             else list(DEFAULT_PRELOAD)
-        plain = PlainExecutor(preload, args.path, run_as=args.run_as)
+        plain = PlainExecutor(preload, args.path, run_as=args.run_as, per_run=per_run)
         ready = {"preloaded": plain.preload(), "versions": _versions()}
         executor = plain
     else:
@@ -63,11 +68,46 @@ def main() -> None:
     # RLIMIT_NPROC counts each run alone only where it has a user namespace of its own.
     per_run_processes = not args.container or bool(getattr(executor, "own_user_namespaces",
                                                            False))
+    if args.executor == "plain" and own_pid_namespace:
+        from .forkserver import enter_base_pid_namespace
+
+        enter_base_pid_namespace()
     config = ChildConfig(container=args.container, limit_processes=per_run_processes,
+                         translate_pids=args.executor == "plain" and own_pid_namespace,
                          run_as=args.run_as,
                          # x86_64: each run in a PID namespace of its own (forkserver.py)
-                         own_pid_namespace=args.executor != "plain" and linux.SYS_PAUSE is not None)
+                         own_pid_namespace=own_pid_namespace)
     serve(executor, ready, config)
+
+
+def _per_run_in_container(run_as: tuple[int, int]) -> bool:
+    """Enter a user namespace of the worker's own (jail.enter_user_namespace), then try,
+    in a process forked for it, what each run will do: PID, mount and IPC namespaces and
+    a tmpfs of its own. False (and the container's shared /tmp, cleared after every run,
+    as before) where the engine refuses any of it (an AppArmor profile that forbids
+    mounts, a runtime without user namespaces); the result says which."""
+    if linux.SYS_PAUSE is None:
+        return False
+    try:
+        jail.enter_user_namespace(*run_as)
+    except jail.JailError as exc:
+        sys.stderr.write(f"runner worker: no namespaces per run in this container: {exc}\n")
+        return False
+    from .forkserver import pid_namespace_works
+
+    probe = os.fork()
+    if probe == 0:
+        try:
+            jail.enter_run(jail.RunPlan.for_container(run_as), 1)
+            os._exit(0 if pid_namespace_works() else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(probe, 0)
+    works = os.waitstatus_to_exitcode(status) == 0
+    if not works:
+        sys.stderr.write("runner worker: no namespaces per run in this container (the engine "
+                         "refuses mounts or PID namespaces here)\n")
+    return works
 
 
 def _jailed(args: argparse.Namespace) -> tuple[dict[str, object], Executor]:

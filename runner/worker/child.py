@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import error_types, linux, privileges, seccomp, wire
+from . import error_types, jail, linux, privileges, seccomp, wire
 from .protocol import HEADER, read_message
 from .tracebacks import safe_str
 
@@ -58,13 +58,17 @@ class ChildConfig:
     # (uid, gid) a child switches to before it reads a request (containers: the worker
     # runs as root with only the capabilities to do this, user code never does).
     run_as: tuple[int, int] | None = None
-    # Base directory for working directories (made per request by executors with files).
-    base_dir: str = "/tmp"
+    # Base directory for working directories (made per request by executors with files
+    # that do not mount one of their own); None: no such directory.
+    base_dir: str | None = None
     # The supervisor's pid: a child's parent once it is set up (see forkserver.py).
     supervisor_pid: int = 0
     # Each child is pid 2 of a PID namespace of its own (the local tiers' jail): its parent,
     # the supervisor, is outside it, so the child reads its parent's pid as 0.
     own_pid_namespace: bool = False
+    # The forkserver answers with pids as /proc and the supervisor see them, which are not
+    # its own (a container's worker: forkserver.enter_base_pid_namespace).
+    translate_pids: bool = False
 
 
 class Executor(Protocol):
@@ -409,11 +413,13 @@ def become_sandbox_user(config: ChildConfig) -> bool:
             drop_privileges(config.run_as)
         try:
             privileges.enter_own_user_namespace()
-            privileges.drop_everything()
         except privileges.PrivilegeError:
             own_namespace = False  # the container's pids limit still bounds the run
-        # Nothing the run starts may make namespaces (the container's profile lets the
-        # worker make the one above).
+        # Every capability goes, in whichever user namespace the child is (a worker in a
+        # user namespace of its own keeps them across the change of user above).
+        privileges.drop_everything()
+        # Nothing the run starts may make namespaces or mounts (the container's profile
+        # lets the worker make each run's).
         seccomp.refuse_namespaces()
     else:
         privileges.become_unprivileged(config.run_as)
@@ -440,11 +446,15 @@ def set_parent_death_signal(config: ChildConfig) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def enter_workdir(executor: Executor, workdir: str) -> None:
+def enter_workdir(executor: Executor, workdir: str | None) -> None:
     """Made when the first request arrives, not when the child is forked. Executors whose
-    code cannot touch files (the restricted tier) need none."""
-    if not executor.uses_files:
-        os.chdir("/")
+    code cannot touch files (the restricted tier) need none; a child that mounted its own
+    (jail.enter_run) is in it already."""
+    if not executor.uses_files or workdir is None:
+        if executor.mounts_run_dir:
+            os.environ.update(HOME=jail.RUN_DIR, TMPDIR="/tmp")
+        else:
+            os.chdir("/")
         return
     os.mkdir(workdir, 0o700)
     os.chdir(workdir)
@@ -499,7 +509,8 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
         executor.before_request(reporter, config)
         reporter.frame({"kind": wire.CHILD_READY, wire.ISOLATION: executor.isolation()})
         namespace: dict[str, Any] | None = None
-        workdir = os.path.join(config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}")
+        workdir = None if config.base_dir is None or executor.mounts_run_dir else \
+            os.path.join(config.base_dir, f"{'session' if session else 'run'}-{os.getpid()}")
         while True:
             request = read_message(request_fd)
             if request is None:  # the supervisor is done with us
@@ -524,7 +535,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 set_block_cpu_limit(request["limits"])
             outcome = _run_one(executor, request, namespace, reporter)
             if not session:
-                if executor.uses_files:
+                if workdir is not None:
                     # An empty working directory goes now, so that a run that made nothing
                     # leaves nothing (the clean-up is then skipped).
                     with contextlib.suppress(OSError):

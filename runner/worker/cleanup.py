@@ -54,11 +54,12 @@ def nothing_left(config: ChildConfig, deadline_s: float = 2.0) -> bool:
         for name in entries:
             if os.path.join(directory, name) != config.base_dir:
                 return False
-    try:
-        if os.listdir(config.base_dir):
+    if config.base_dir is not None:
+        try:
+            if os.listdir(config.base_dir):
+                return False
+        except OSError:
             return False
-    except OSError:
-        return False
     for kind in ("shm", "msg", "sem"):
         try:
             with open(f"/proc/sysvipc/{kind}", encoding="ascii", errors="replace") as table:
@@ -74,7 +75,7 @@ def clean_as(config: ChildConfig) -> None:
         drop_privileges(config.run_as)
     kill_everything_of_ours()
     for directory in SCRATCH:
-        clear_directory(directory, keep={config.base_dir})
+        clear_directory(directory, keep={config.base_dir} if config.base_dir else set())
     remove_sysv_ipc(os.getuid())
 
 

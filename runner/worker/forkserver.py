@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import select
 import signal
 import socket
 import struct
@@ -57,6 +58,8 @@ def serve_forks(executor: Executor, config: ChildConfig, control: socket.socket)
                     (disk_mb,) = _SIZE.unpack(message[1:])
                     pid, holder = _fork_child(executor, config, message[:1] == FORK_SESSION,
                                               fds, control.fileno(), disk_mb)
+                    if config.translate_pids:
+                        pid, holder = (_as_seen_by_proc(n) if n > 0 else n for n in (pid, holder))
                 elif message[:1] == CLEAN:
                     pid = _clean(config, control.fileno())
                 else:
@@ -94,7 +97,7 @@ _holder_turn = 0
 _own_pid_namespace: int | None = None
 
 
-def _pid_namespace_holder() -> int:
+def _pid_namespace_holder(*, for_parent: bool = True) -> int:
     """A new PID namespace, held by its pid 1: a process that shares our memory (clone
     with CLONE_VM costs no copy of it) and runs no Python at all, only the C library's
     syscall(SYS_pause): it waits, ignoring every signal its namespace may send it (pid 1
@@ -109,11 +112,22 @@ def _pid_namespace_holder() -> int:
     top = (ctypes.addressof(stack) + _HOLDER_STACK_BYTES - 64) & ~0xF
     # CLONE_FILES: it holds no descriptor of its own (else it would keep the run's pipes,
     # which we hold while it starts, open after the run).
-    flags = (linux.CLONE_VM | linux.CLONE_FILES | linux.CLONE_NEWPID | linux.CLONE_PARENT
-             | signal.SIGCHLD)
+    flags = (linux.CLONE_VM | linux.CLONE_FILES | linux.CLONE_NEWPID | signal.SIGCHLD
+             | (linux.CLONE_PARENT if for_parent else 0))
     pid = int(_libc.clone(ctypes.cast(_libc.syscall, ctypes.c_void_p), ctypes.c_void_p(top),
                           flags, ctypes.c_void_p(linux.SYS_PAUSE)))
     return pid if pid > 0 else -(ctypes.get_errno() or errno.EAGAIN)
+
+
+def pid_namespace_works() -> bool:
+    """Whether this process can hold a new PID namespace (a probe: the holder is killed)."""
+    holder = _pid_namespace_holder(for_parent=False)
+    if holder <= 0:
+        return False
+    _kill(holder)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(holder, 0)
+    return True
 
 
 def _in_new_pid_namespace(body: Any, control_fd: int) -> tuple[int, int]:
@@ -158,6 +172,50 @@ def _in_new_pid_namespace(body: Any, control_fd: int) -> tuple[int, int]:
         _kill(holder)
         return (child if child is not None else -errno.ENOSYS), holder
     return child, holder
+
+
+def _as_seen_by_proc(pid: int) -> int:
+    """Process `pid` (of our PID namespace) by its number in the namespace of /proc, which
+    is the supervisor's (a container's worker forks in a namespace of its own, whose /proc
+    the container's masked /proc forbids mounting): the kernel tells it in a pidfd's
+    fdinfo. -ESRCH when it is gone already."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return -errno.ESRCH
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as info:
+            for line in info:
+                if line.startswith(b"Pid:"):
+                    found = int(line.split()[1])
+                    return found if found > 0 else -errno.ESRCH
+    except (OSError, ValueError, IndexError):
+        pass
+    finally:
+        os.close(fd)
+    return -errno.ESRCH
+
+
+def enter_base_pid_namespace() -> None:
+    """A container's worker, in a user namespace of its own (jail.enter_user_namespace):
+    the processes it forks from now on (the forkserver) go into a PID namespace that
+    namespace owns, held by a process like each run's holder, so that the forkserver may
+    enter each run's namespace and come back (the container's own namespace is not the
+    worker's to enter). Raises OSError when it cannot."""
+    holder = _pid_namespace_holder(for_parent=False)
+    if holder <= 0:
+        raise OSError(-holder, "the worker's PID namespace could not be made")
+    fd = os.pidfd_open(holder)
+    try:
+        _libc.prctl(linux.PR_SET_DUMPABLE, 1, 0, 0, 0)
+        entered = _libc.setns(fd, linux.CLONE_NEWPID) == 0
+        error = ctypes.get_errno()
+        _libc.prctl(linux.PR_SET_DUMPABLE, 0, 0, 0, 0)
+    finally:
+        os.close(fd)
+    if not entered:
+        _kill(holder)
+        raise OSError(error, "entering the worker's PID namespace failed")
 
 
 def _kill(pid: int) -> None:
@@ -266,6 +324,12 @@ class ForkClient:
     def __init__(self, control: socket.socket, pid: int) -> None:
         self.control = control
         self.pid = pid
+        # Its end of the socket may outlive it (a namespace's holder shares its descriptor
+        # table): its exit is watched directly.
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
 
     def send(self, command: bytes, fds: list[int] | None = None, disk_mb: int = 0) -> None:
         """Send a command, with the child's pipe ends (closed here once sent) and, for a
@@ -282,6 +346,11 @@ class ForkClient:
     def receive(self) -> tuple[int, int]:
         """The answer to the last command: a pid (or -errno), and the pid of the holder
         of the child's PID namespace (0: none)."""
+        while self._pidfd is not None:
+            ready, _, _ = select.select([self.control.fileno(), self._pidfd], [], [])
+            if self.control.fileno() in ready:
+                break
+            raise OSError(errno.EPIPE, "the forkserver has exited")
         data = self.control.recv(_PIDS.size)
         if len(data) != _PIDS.size:
             raise OSError(errno.EPIPE, "the forkserver has exited")
@@ -294,5 +363,8 @@ class ForkClient:
 
     def close(self) -> None:
         self.control.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)

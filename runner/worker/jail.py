@@ -136,8 +136,10 @@ def _map_ids(pid: int, identity: Identity) -> None:
     _write(f"/proc/{pid}/gid_map", identity.gid_map)
 
 
-def _unshare_with_ids(identity: Identity) -> None:
-    """unshare every namespace; a helper forked beforehand writes the id maps."""
+def _unshare_with_ids(identity: Identity, flags: int = NAMESPACES,
+                      what: str = "user, mount, pid, ipc, net, uts, cgroup namespaces") -> None:
+    """unshare `flags` (a user namespace among them); a helper forked beforehand writes
+    the id maps."""
     me = os.getpid()
     go_r, go_w = os.pipe()
     done_r, done_w = os.pipe()
@@ -159,8 +161,8 @@ def _unshare_with_ids(identity: Identity) -> None:
     os.close(go_r)
     os.close(done_w)
     failure: JailError | None = None
-    if _libc.unshare(NAMESPACES) != 0:
-        failure = _fail("unshare(user, mount, pid, ipc, net, uts, cgroup namespaces)")
+    if _libc.unshare(flags) != 0:
+        failure = _fail(f"unshare({what})")
     os.write(go_w, b"0" if failure else b"1")
     os.close(go_w)
     answer = os.read(done_r, 600)
@@ -170,6 +172,15 @@ def _unshare_with_ids(identity: Identity) -> None:
         raise failure
     if answer != b"ok":
         raise JailError(answer.decode(errors="replace") or "the id-map helper failed")
+
+
+def enter_user_namespace(uid: int, gid: int) -> None:
+    """A container's worker: a user namespace of its own that maps only the sandbox user
+    (`uid`, `gid`) to itself, in which the worker holds the capabilities to give each run
+    namespaces and mounts of its own (the container gives it none of those). The worker's
+    own ids stay unmapped there: it owns nothing in it but what it makes."""
+    _unshare_with_ids(Identity(True, f"{uid} {uid} 1\n", f"{gid} {gid} 1\n"), CLONE_NEWUSER,
+                      "user namespace")
 
 
 def enter() -> None:
@@ -454,39 +465,60 @@ class RunPlan:
 
     writable: bool = False
     under_tmp: tuple[str, ...] = ()
+    # A /proc of the run's PID namespace (a container's masked /proc forbids mounting one:
+    # its runs read the container's, which shows their processes by the container's pids).
+    proc: bool = True
+    # /dev/shm (POSIX shared memory, semaphores) on the run's tmpfs too, where there is one.
+    shm: bool = False
+    owner: tuple[int, int] = (SANDBOX_UID, SANDBOX_GID)
 
     @classmethod
     def for_view(cls, view: View, *, writable: bool) -> RunPlan:
         return cls(writable, tuple(root for root in view.roots if _inside(root, "/tmp")))
 
-
-def _bytes_option(name: str, value: int) -> str:
-    return f"{name}={value}"
+    @classmethod
+    def for_container(cls, run_as: tuple[int, int]) -> RunPlan:
+        return cls(writable=True, proc=False, shm=True, owner=run_as)
 
 
 def enter_run(plan: RunPlan, disk_mb: int) -> None:
-    """In a run's process, still privileged in the jail's user namespace: `plan`."""
+    """In a run's process, still privileged in the worker's user namespace: `plan`."""
     if _libc.unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0:
         raise _fail("unshare(mount, ipc namespaces) for the run")
-    _mount_proc("/proc", worker_sees_all=False)
+    # Nothing mounted from here on propagates anywhere (a container's root may be shared).
+    _mount(b"none", "/", None, MS_REC | MS_PRIVATE)
+    if plan.proc:
+        _mount_proc("/proc", worker_sees_all=False)
     if not plan.writable:
         return
     keep = {root: os.open(root, os.O_PATH | os.O_CLOEXEC) for root in plan.under_tmp}
     try:
-        owner = os.geteuid() == 0  # else the run's own user already (an ordinary caller)
         size = max(1, int(disk_mb))
-        options = ",".join(["mode=0755", _bytes_option("size", size * 1024 * 1024),
-                            # inodes cost memory beyond the size: bounded too
-                            _bytes_option("nr_inodes", max(1024, size * 128))])
+        uid, gid = plan.owner
+        # Owned by the run's user from the start (the worker may own nothing where it is:
+        # a container's worker is not mapped in its own user namespace). Inodes cost
+        # memory beyond the size: their number is bounded too.
+        options = (f"mode=0755,uid={uid},gid={gid},size={size * 1024 * 1024},"
+                   f"nr_inodes={max(1024, size * 128)}")
         _mount(b"tmpfs", RUN_DIR, b"tmpfs", MS_NOSUID | MS_NODEV, options.encode())
-        for name, mode in (("work", 0o700), ("tmp", 0o1777)):
-            path = f"{RUN_DIR}/{name}"
-            os.mkdir(path)
-            os.chmod(path, mode)
-            if owner:
-                os.chown(path, SANDBOX_UID, SANDBOX_GID)
-        _mount(f"{RUN_DIR}/tmp".encode(), "/tmp", None, MS_BIND)
-        _mount(f"{RUN_DIR}/work".encode(), RUN_DIR, None, MS_BIND)
+        places = [("work", 0o700, RUN_DIR), ("tmp", 0o1777, "/tmp")]
+        if plan.shm:
+            places.append(("shm", 0o1777, "/dev/shm"))
+        # Made as the run's user (a file system refuses to make inodes for an id it does
+        # not map, as a container's worker is in its own user namespace).
+        _libc.setfsgid(gid)
+        _libc.setfsuid(uid)
+        try:
+            for name, mode, _ in places:
+                os.mkdir(f"{RUN_DIR}/{name}")
+                os.chmod(f"{RUN_DIR}/{name}", mode)
+        finally:
+            _libc.setfsuid(os.geteuid())
+            _libc.setfsgid(os.getegid())
+        # The run's directory last: it covers the tmpfs's root, through which the others
+        # are reached.
+        for name, _, target in sorted(places, key=lambda place: place[2] == RUN_DIR):
+            _mount(f"{RUN_DIR}/{name}".encode(), target, None, MS_BIND)
         for root, fd in keep.items():
             _make_target(root, os.path.isdir(f"/proc/self/fd/{fd}"))
             _bind_read_only(fd, root)

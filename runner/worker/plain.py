@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from . import privileges
+from . import jail, privileges
 from .child import ChildConfig, Reporter
 from .execution import run_request
 
@@ -29,9 +29,13 @@ class PlainExecutor:
     name = "plain"
 
     def __init__(self, preload: Iterable[str] = DEFAULT_PRELOAD,
-                 extra_paths: Iterable[str] = (), run_as: tuple[int, int] | None = None) -> None:
+                 extra_paths: Iterable[str] = (), run_as: tuple[int, int] | None = None,
+                 per_run: bool = False) -> None:
         self.preload_names = tuple(preload)
         self.run_as = run_as
+        # Each run in PID, mount and IPC namespaces of its own, with its own directory
+        # (jail.RunPlan.for_container), where the container allows it.
+        self.mounts_run_dir = per_run
         self.own_user_namespaces = False
         for path in extra_paths:
             if path not in sys.path:
@@ -58,10 +62,12 @@ class PlainExecutor:
 
     confined_before_request = False  # the container is the boundary; limits set in the child
     uses_files = True  # each run gets a fresh working directory
-    mounts_run_dir = False
 
     def enter_run(self, disk_mb: int) -> None:
-        """Nothing: the container's clean-up clears what a run left."""
+        """Kernel objects of the run's own, where the container allows them; else nothing
+        (the clean-up after the run clears what it left)."""
+        if self.mounts_run_dir and self.run_as is not None:
+            jail.enter_run(jail.RunPlan.for_container(self.run_as), disk_mb)
 
     def before_request(self, reporter: Reporter, config: ChildConfig) -> None:
         """Nothing to do ahead: the container is the boundary."""
@@ -71,7 +77,8 @@ class PlainExecutor:
         which it does when its request arrives)."""
         return {"tier": "docker", "container": True, "seccomp": "allow-list", "policy": False,
                 "audit_hook": False, "unprivileged": True,
-                "namespaces": ["user"] if self.own_user_namespaces else []}
+                "namespaces": ["user"] if self.own_user_namespaces else [],
+                "per_run": ["pid", "mnt", "ipc", "dir"] if self.mounts_run_dir else []}
 
     def new_namespace(self) -> dict[str, Any]:
         return {"__name__": "__main__", "__builtins__": builtins}

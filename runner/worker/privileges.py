@@ -87,19 +87,22 @@ def _drop_bounding_set() -> None:
 
 
 def switch_user(uid: int, gid: int, *, bounding: bool = True) -> None:
-    """Become (uid, gid) for good, with no supplementary group: as root of the current
-    namespace (the worker's), or already that user (then nothing changes). `bounding`:
-    empty the bounding set too (needless when a user namespace of its own follows, whose
-    sets start full and are emptied there)."""
-    if os.geteuid() != 0:
-        if os.getresuid() == (uid, uid, uid) and os.getresgid() == (gid, gid, gid):
-            return
-        raise PrivilegeError(f"cannot switch to uid {uid}: the worker is not root")
+    """Become (uid, gid) for good, with no supplementary group: with the capabilities to
+    (root of the worker's namespace, or a container's worker in a user namespace of its
+    own, where its own ids are not even mapped), or already that user (then nothing
+    changes). `bounding`: empty the bounding set too (needless when a user namespace of
+    its own follows, whose sets start full and are emptied there)."""
+    if os.getresuid() == (uid, uid, uid) and os.getresgid() == (gid, gid, gid):
+        return
     if bounding:
         _drop_bounding_set()
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        raise PrivilegeError(f"cannot switch to uid {uid}: {exc.strerror} (the worker lacks "
+                             "the capabilities to)") from None
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         raise PrivilegeError("the sandbox user could not be set")
 

@@ -205,25 +205,27 @@ def build(groups: tuple[Group, ...] = syscalls.RESTRICTED_CHILD) -> Filter | Non
 
 
 # The Docker tier's children: their container's profile is the allow list; this filter,
-# stacked on it, only takes away the one namespace call the profile leaves to the worker.
-_NAMESPACE_CALLS = {"x86_64": (0xC000003E, 272, 308, 56), "aarch64": (0xC00000B7, 97, 268, 220)}
+# stacked on it, takes away what the profile leaves to the worker: the namespaces and
+# mounts it makes for each run. Numbers: (arch, clone, unshare, setns, mount, umount2).
+_NAMESPACE_CALLS = {"x86_64": (0xC000003E, 56, 272, 308, 165, 166),
+                    "aarch64": (0xC00000B7, 220, 97, 268, 40, 39)}
 
 
 def refusing_namespaces(machine: str) -> bytes | None:
-    """unshare and setns refused, clone refused with any namespace flag; the rest allowed.
-    None on a machine this module has no numbers for."""
+    """unshare, setns, mount and umount2 refused, clone refused with any namespace flag;
+    the rest allowed. None on a machine this module has no numbers for."""
     numbers = _NAMESPACE_CALLS.get(machine)
     if numbers is None:
         return None
-    arch, unshare, setns, clone = numbers
-    return b"".join([
-        _insn(_LD_ABS_W, _ARCH), _insn(_JEQ, arch, jt=1, jf=0), _insn(_RET, RET_KILL_PROCESS),
-        _insn(_LD_ABS_W, _NR),
-        _insn(_JEQ, unshare, jt=0, jf=1), _insn(_RET, RET_EPERM),
-        _insn(_JEQ, setns, jt=0, jf=1), _insn(_RET, RET_EPERM),
-        _insn(_JEQ, clone, jt=0, jf=3), _insn(_LD_ABS_W, _arg(0)),
-        _insn(_JSET, syscalls.CLONE_NAMESPACES, jt=0, jf=1), _insn(_RET, RET_EPERM),
-        _insn(_RET, RET_ALLOW)])
+    arch, clone, *refused = numbers
+    out = [_insn(_LD_ABS_W, _ARCH), _insn(_JEQ, arch, jt=1, jf=0), _insn(_RET, RET_KILL_PROCESS),
+           _insn(_LD_ABS_W, _NR)]
+    for number in refused:
+        out += [_insn(_JEQ, number, jt=0, jf=1), _insn(_RET, RET_EPERM)]
+    out += [_insn(_JEQ, clone, jt=0, jf=3), _insn(_LD_ABS_W, _arg(0)),
+            _insn(_JSET, syscalls.CLONE_NAMESPACES, jt=0, jf=1), _insn(_RET, RET_EPERM),
+            _insn(_RET, RET_ALLOW)]
+    return b"".join(out)
 
 
 def refuse_namespaces() -> bool:

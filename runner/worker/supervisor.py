@@ -361,8 +361,7 @@ def serve(executor: Executor, ready_info: dict[str, Any], config: ChildConfig) -
         if executor.uses_files and not executor.mounts_run_dir else None
     if base_dir is not None and config.container:
         os.chmod(base_dir, 0o1777)  # children (the sandbox user) make their workdirs here
-    config = dataclasses.replace(config, base_dir=base_dir or config.base_dir,
-                                 supervisor_pid=os.getpid())
+    config = dataclasses.replace(config, base_dir=base_dir, supervisor_pid=os.getpid())
     collect_generators()
     # Everything imported so far is shared with every child; keep the collector from
     # touching (and so copying) those pages after each fork.
