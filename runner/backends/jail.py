@@ -31,12 +31,16 @@ from .worker_process import WorkerPool, WorkerProcess
 def worker_env() -> dict[str, str]:
     """No host variables (keys, tokens) reach a local worker; what the preloaded libraries
     need to start quietly and alike everywhere (one BLAS thread per run: the run's
-    process limit counts threads; matplotlib's headless canvas and font cache)."""
+    process limit counts threads; matplotlib's headless canvas and font cache; two
+    malloc arenas)."""
     cache = runner_home(writable=True) / "cache" / "matplotlib"
     cache.mkdir(parents=True, exist_ok=True)
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(cache),
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            # A run's memory limit counts address space: the C library's 64 MB arena per
+            # thread would let a handful of threads use it up.
+            "MALLOC_ARENA_MAX": "2"}
 
 
 class JailBackend(WorkerBackend):

@@ -339,9 +339,12 @@ def _finish_streams() -> None:
 def drop_privileges(run_as: tuple[int, int]) -> None:
     """Become the sandbox user for good (containers: the worker is root with only the
     capabilities to do this): no capabilities, not even in the bounding set, no
-    supplementary groups, all three user and group ids changed, no_new_privs."""
+    supplementary groups, all three user and group ids changed, no_new_privs. The
+    capabilities are cleared explicitly: a worker in a user namespace of its own, where
+    its own ids are not mapped, is not that namespace's root, so the change of user alone
+    would leave them (and with them the power to signal the worker's processes)."""
     privileges.switch_user(*run_as)
-    _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    privileges.drop_everything()
 
 
 def _reseed() -> None:

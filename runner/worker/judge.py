@@ -82,10 +82,10 @@ def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
         return _fail("crashed", error_types.CRASH, "the run closed or replaced its result channel, so its "
                      "outcome cannot be told (a run decides its output and return value, "
                      "never its status)", None)
-    if seen.outcome is not None and seen.one_shot and status is not None \
-            and os.WIFEXITED(status):
-        # A one-shot child stops itself once its report is written (and is then killed by
-        # the supervisor): one that ended by exiting was ended by the code it ran.
+    if seen.outcome is not None and status is not None and os.WIFEXITED(status):
+        # A child stops itself once its report is written (and is then killed by the
+        # supervisor, or continued for a session's next block): one that ended by exiting
+        # was ended by the code it ran.
         return _fail("crashed", error_types.CRASH, "the run exited by itself after a report was written "
                      "on its result channel, so the report cannot be trusted (a run decides its "
                      "output and return value, never its status)", None)

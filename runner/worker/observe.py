@@ -110,27 +110,31 @@ def _stat_fields(pid: int) -> list[bytes] | None:
         return None
 
 
-def finished_running(pid: int) -> bool:
-    """The child runs no more user code: it has stopped (a child stops itself once its
-    report is written; the kernel reports the stop to us, its parent, only once every
-    thread has stopped), or its only thread has begun to exit (or it is a zombie). With
-    several threads only the real exit counts."""
+STOPPED, EXITING = "stopped", "exiting"
+
+
+def finished_running(pid: int) -> str | None:
+    """Whether the child runs no more user code, and how: STOPPED (a child stops itself
+    once its report is written; the kernel reports the stop to us, its parent, only once
+    every thread has stopped), or EXITING (its only thread has begun to exit, or it is a
+    zombie, or gone): which a child never does by itself after its report, so then its
+    exit status decides. With several threads only the real exit counts. None: it runs."""
     try:
         stop = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
-        return True
+        return EXITING
     if stop is not None and stop.si_code == os.CLD_STOPPED:
-        return True
+        return STOPPED
     fields = _stat_fields(pid)
     if fields is None:
-        return True
+        return EXITING
     try:
         state, flags, threads = fields[0], int(fields[6]), int(fields[17])
     except (ValueError, IndexError):
-        return False
+        return None
     if state in (b"Z", b"X"):
-        return threads <= 1
-    return threads == 1 and bool(flags & PF_EXITING)
+        return EXITING if threads <= 1 else None
+    return EXITING if threads == 1 and flags & PF_EXITING else None
 
 
 @dataclass
@@ -238,7 +242,6 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
         os.set_blocking(fd, False)
     drain_until: float | None = None
     settle_from: float | None = None  # when a finished-looking child was first seen running
-    exiting = False
     while True:
         now = time.monotonic()
         if seen.exited:
@@ -264,23 +267,28 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
             # are closed. Usage first: an exiting child soon releases its memory, and its
             # figures.
             peak, cpu = peak_rss_kb_of(child.pid), cpu_ms_of(child.pid)
-            if finished_running(child.pid):
+            finished = finished_running(child.pid)
+            if finished == EXITING:
+                # Exiting after a report: the code it ran ended it (a child stops itself
+                # once its report is written). Its exit status tells (judge.py).
+                if peak is not None:
+                    seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
+                _wait(child, seen)
+                break
+            if finished == STOPPED:
                 if not one_shot:
                     # Stopped: everything it wrote is in the pipes now.
                     for fd in list(open_fds):
                         _drain(fd, streams.get(fd), child, seen)
                     break
-                if peak is None:
-                    exiting = True  # its memory is gone already: wait for the exit
-                else:
-                    seen.max_rss_kb, seen.cpu_ms = peak, cpu or 0
-                    if not open_fds:
-                        break
-                    # Processes it started still hold its pipes: as after an exit, they
-                    # get a moment to finish writing, then the group is killed.
-                    drain_until = drain_until or now + DRAIN_SECONDS
-                    if now >= drain_until:
-                        break
+                seen.max_rss_kb, seen.cpu_ms = peak or 0, cpu or 0
+                if not open_fds:
+                    break
+                # Processes it started still hold its pipes: as after an exit, they get
+                # a moment to finish writing, then the group is killed.
+                drain_until = drain_until or now + DRAIN_SECONDS
+                if now >= drain_until:
+                    break
             else:
                 settle_from = settle_from or now
         waiting = list(open_fds)
@@ -296,7 +304,7 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
                 timeout = min(timeout, cpu_due)
             if drain_until is not None:
                 timeout = min(timeout, drain_until - now)
-            if settle_from is not None and not exiting:
+            if settle_from is not None:
                 # It is about to stop (or exit): look again soon, and keep looking, since a
                 # stop is not something the pidfd tells (a busy machine may delay it).
                 timeout = min(timeout, 0.0002 if now - settle_from < 0.01 else 0.005)
@@ -331,7 +339,7 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
         kill_group(child.pid)  # anything the run left in its process group
         _wait(child, seen)
     elif one_shot and not seen.exited:
-        kill_group(child.pid)  # it has finished (stopped, or exiting): reaped later
+        kill_group(child.pid)  # it has stopped: reaped later
     if not one_shot and not seen.exited:
         seen.cpu_ms = max(0, (cpu_ms_of(child.pid) or cpu_before) - cpu_before)
         seen.max_rss_kb = peak_rss_kb_of(child.pid) or 0

@@ -32,6 +32,7 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_EPERM = 0x00050000 | 1
 RET_ENOSYS = 0x00050000 | 38
+RET_SUCCESS_UNDONE = 0x00050000  # SECCOMP_RET_ERRNO with 0: returns 0, the call not made
 
 _LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -52,14 +53,17 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def _one_of(arg: int, values: tuple[int, ...]) -> list[bytes]:
-    """Allow when argument `arg` (all 64 bits) is one of `values`, else EPERM."""
+def _one_of(arg: int, values: tuple[int, ...], undone: tuple[int, ...] = ()) -> list[bytes]:
+    """Allow when argument `arg` (all 64 bits) is one of `values`; answer success without
+    making the call when it is one of `undone`; else EPERM."""
     out = [_insn(_LD_ABS_W, _arg(arg, high=True)), _insn(_JEQ, 0, jt=1, jf=0),
            _insn(_RET, RET_EPERM), _insn(_LD_ABS_W, _arg(arg))]
-    for index, value in enumerate(values):
-        remaining = len(values) - index - 1
-        out.append(_insn(_JEQ, value, jt=remaining + 1, jf=0))
-    out += [_insn(_RET, RET_EPERM), _insn(_RET, RET_ALLOW)]
+    # Jumps: past the remaining comparisons to [EPERM, SUCCESS_UNDONE, ALLOW].
+    checks = [(value, 2) for value in values] + [(value, 1) for value in undone]
+    for index, (value, target) in enumerate(checks):
+        remaining = len(checks) - index - 1
+        out.append(_insn(_JEQ, value, jt=remaining + target, jf=0))
+    out += [_insn(_RET, RET_EPERM), _insn(_RET, RET_SUCCESS_UNDONE), _insn(_RET, RET_ALLOW)]
     return out
 
 
@@ -110,12 +114,16 @@ def _checked(name: str, check: str) -> list[bytes]:
         return _one_of(1, (syscalls.TCGETS, syscalls.FIOCLEX, syscalls.FIONCLEX,
                            syscalls.FIONBIO, syscalls.FIONREAD))
     if check in (syscalls.DESCRIPTOR_FLAGS, syscalls.DESCRIPTORS_AND_LOCKS):
-        commands: tuple[int, ...] = (syscalls.F_DUPFD, syscalls.F_GETFD, syscalls.F_SETFD, syscalls.F_GETFL,
-                    syscalls.F_SETFL, syscalls.F_DUPFD_CLOEXEC)
-        if check == syscalls.DESCRIPTORS_AND_LOCKS:
-            commands += (syscalls.F_GETLK, syscalls.F_SETLK, syscalls.F_SETLKW,
-                         syscalls.F_OFD_GETLK, syscalls.F_OFD_SETLK, syscalls.F_OFD_SETLKW)
-        return _one_of(1, commands)
+        commands: tuple[int, ...] = (syscalls.F_DUPFD, syscalls.F_GETFD, syscalls.F_SETFD,
+                                     syscalls.F_GETFL, syscalls.F_SETFL,
+                                     syscalls.F_DUPFD_CLOEXEC)
+        if check == syscalls.DESCRIPTOR_FLAGS:
+            return _one_of(1, commands)
+        return _one_of(1, (*commands, syscalls.F_GETLK, syscalls.F_OFD_GETLK),
+                       undone=(syscalls.F_SETLK, syscalls.F_SETLKW, syscalls.F_OFD_SETLK,
+                               syscalls.F_OFD_SETLKW))
+    if check == syscalls.NOT_TAKEN:
+        return [_insn(_RET, RET_SUCCESS_UNDONE)]
     if check == syscalls.LOCAL_PAIR:
         return _one_of(0, (syscalls.AF_UNIX,))
     raise ValueError(f"unknown argument check {check!r}")

@@ -87,7 +87,8 @@ THREADS_ONLY = "threads-only"    # clone: CLONE_THREAD, no namespace flags
 READ_LIMITS = "read-limits"      # prlimit64: its own limits, reading only
 TERMINAL_QUERY = "terminal-query"  # ioctl: TCGETS, FIOCLEX, FIONCLEX only
 DESCRIPTOR_FLAGS = "descriptor-flags"  # fcntl: F_DUPFD(_CLOEXEC), F_GETFD/SETFD, F_GETFL/SETFL
-DESCRIPTORS_AND_LOCKS = "descriptors-and-locks"  # fcntl: the above, and record locks
+DESCRIPTORS_AND_LOCKS = "descriptors-and-locks"  # fcntl: the above; locks accepted, not taken
+NOT_TAKEN = "not-taken"          # flock: answered with success, and nothing done
 LOCAL_PAIR = "local-pair"        # socketpair: AF_UNIX only
 DESCRIPTOR_IOCTLS = "descriptor-ioctls"  # ioctl: the terminal query, and non-blocking mode
 NOT_IMPLEMENTED = "enosys"       # refused with ENOSYS, so the C library falls back
@@ -160,8 +161,11 @@ RESTRICTED_CHILD: tuple[Group, ...] = (
 # descriptors or its own directory (a tmpfs of its own mount namespace: the rest of the
 # view stays mounted read-only); none reaches another process or the kernel's shared
 # state.
-_JAIL_FCNTL = Group("descriptor flags and duplicates, and record locks on its own files "
-                    "(sqlite takes them); never an owner for signals (F_SETOWN, F_SETSIG), "
+_JAIL_FCNTL = Group("descriptor flags and duplicates; record locks (sqlite takes them) are "
+                    "answered with success and not taken: one process has no one to lock "
+                    "against, and a real lock on a file of the view, the same inode in every "
+                    "run, would be a channel between runs (F_GETLK asks the kernel, and no "
+                    "run holds a lock); never an owner for signals (F_SETOWN, F_SETSIG), "
                     "which would let I/O signal another process",
                     ("fcntl",), DESCRIPTORS_AND_LOCKS)
 _JAIL_EXTRA: tuple[Group, ...] = (
@@ -173,7 +177,9 @@ _JAIL_EXTRA: tuple[Group, ...] = (
            "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
            "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "utime",
            "utimes", "utimensat", "futimesat", "chdir", "fchdir", "umask", "statfs",
-           "fstatfs", "flock", "sendfile", "copy_file_range", "msync", "mincore")),
+           "fstatfs", "sendfile", "copy_file_range", "msync", "mincore")),
+    Group("whole-file locks, answered with success and not taken (as fcntl's record locks)",
+          ("flock",), NOT_TAKEN),
     Group("timers and signal waits of its own process (an alarm a program sets on itself)",
           ("alarm", "setitimer", "getitimer", "timer_create", "timer_settime",
            "timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create",
