@@ -34,16 +34,17 @@ def test_exec_json_prints_exactly_one_result_object(home):
                 "error", "return_value", "duration_ms", "limits", "resources"):
         assert key in result
     assert set(result["resources"]) >= {"cpu_ms", "max_rss_kb"}
-    assert result["backend"] == "restricted"
+    assert result["backend"] == "jail"  # the default tier
 
 
-@pytest.mark.parametrize("code, status", [
-    ("1/0", "error"),
-    ("import os", "denied"),
-    ("while True: pass", "timeout"),
+@pytest.mark.parametrize("code, status, backend", [
+    ("1/0", "error", "jail"),
+    ("import os", "denied", "restricted"),
+    ("while True: pass", "timeout", "jail"),
 ])
-def test_exec_json_non_ok_statuses_exit_1_with_a_result(home, code, status):
-    proc = run_cli(["exec", "-", "--json", "--timeout", "1"], stdin=code, home=home)
+def test_exec_json_non_ok_statuses_exit_1_with_a_result(home, code, status, backend):
+    proc = run_cli(["exec", "-", "--json", "--timeout", "1", "--backend", backend], stdin=code,
+                   home=home)
     assert proc.returncode == 1
     result = json.loads(proc.stdout)
     assert result["status"] == status
@@ -89,12 +90,13 @@ def test_non_utf8_file_is_a_usage_error(home, tmp_path):
     assert "UTF-8" in proc.stderr
 
 
-def test_package_refused_on_restricted_suggests_docker(home):
-    proc = run_cli(["exec", "-", "--json", "--package", "numpy"], stdin="print(1)", home=home)
+def test_package_refused_on_restricted_suggests_the_jail(home):
+    proc = run_cli(["exec", "-", "--json", "--package", "numpy", "--backend", "restricted"],
+                   stdin="print(1)", home=home)
     assert proc.returncode == 1
     result = json.loads(proc.stdout)
     assert result["status"] == "denied"
-    assert "docker" in result["error"]["message"]
+    assert "the jail tier (backend 'jail', the default)" in result["error"]["message"]
 
 
 def test_logs_list_show_and_path(home):

@@ -142,7 +142,7 @@ def test_a_package_that_is_not_available(sandbox):
     if sandbox.backend == "restricted":
         assert r.status is Status.DENIED, describe(r)
         assert "runner-no-such-package-xyz" in r.error.message
-        assert "docker" in r.error.message  # the hint: Docker installs packages
+        assert "jail" in r.error.message  # the hint: the jail tier installs packages
     else:
         assert r.status is Status.INSTALL_FAILED, describe(r)
         assert "runner-no-such-package-xyz" in r.error.message
@@ -155,7 +155,7 @@ def test_importing_a_module_that_is_not_declared_or_installed(sandbox):
     assert "runner_no_such_module_xyz" in r.error.message
     if sandbox.backend == "restricted":
         assert r.status is Status.DENIED, describe(r)
-        assert "docker" in r.error.message
+        assert "jail" in r.error.message
     else:
         assert r.status is Status.ERROR, describe(r)
         assert r.error.type == "ModuleNotFoundError"
@@ -367,7 +367,7 @@ def test_numpy_return_values_where_numpy_exists(sandbox):
     r = sandbox.call(make("produce", code, packages="numpy"), {})
     if sandbox.backend == "restricted":  # numpy is not on the restricted allowlist
         assert r.status is Status.DENIED, describe(r)
-        assert r.error is not None and "numpy" in r.error.message and "docker" in r.error.message
+        assert r.error is not None and "numpy" in r.error.message and "jail" in r.error.message
         return
     assert r.status is Status.OK, describe(r)
     assert r.return_value == {"array": [0, 1, 2], "scalar": 0.5, "int": 7}

@@ -315,6 +315,30 @@ def test_a_run_that_catches_sigxcpu_still_ends_at_its_cpu_time(tier):
     _healthy(tier)
 
 
+THREADS_BURN = r"""
+import threading
+def burn():
+    while True:
+        pass
+for _ in range(2):
+    threading.Thread(target=burn, daemon=True).start()
+threading.Event().wait(8)
+print("finished")
+"""
+
+
+def test_cpu_time_is_counted_over_every_thread(tier):
+    """Two busy threads under cpu_s=1: the run is stopped near 1 s of CPU in all (not at
+    the main thread's own, nor a whole second later), and says so; the kernel's RLIMIT_CPU
+    counts whole seconds, so the supervisor meters every thread."""
+    r = tier.run(THREADS_BURN, limits=Limits(cpu_s=1, timeout_s=10))
+    assert r.status == Status.TIMEOUT and "CPU time limit of 1 s" in r.error.message, _describe(r)
+    assert "finished" not in r.stdout
+    assert 900 <= r.resources.cpu_ms < 1600, _describe(r)
+    assert r.duration_ms < 4000, _describe(r)  # two threads: well under 1 s of wall time each
+    _healthy(tier)
+
+
 DENIED_THEN_FORGED = r'''
 from runner.worker.policy import refusals
 try:

@@ -152,7 +152,7 @@ def test_reports_markdown_json_and_chart(store, tmp_path):
     assert data["sample"]["filters"] == {"types": ["Algebra", "Geometry"]}
     assert data["sample"]["description"].startswith("6 of 10 problems (the first 6")
     markdown = render_markdown(report)
-    for fact in ("fake-model", "mathchat \\(variant default\\)", "restricted",
+    for fact in ("fake-model", "mathchat \\(variant default\\)", "jail",
                  "math\\_sample.jsonl", "6 of 10 problems",
                  "runner-math/", "## By type", "## By level", "| Algebra |"):
         assert fact in markdown, fact

@@ -67,7 +67,7 @@ def test_runs_spread_over_both_nodes_and_record_where_they_ran(ray_sandbox):
     assert len(nodes) == 2 and None not in nodes, nodes
     assert all(node.startswith("127.0.0.1/") for node in nodes)
     assert ray_sandbox.backend_name == "ray"
-    assert {r.backend for r in results} == {"restricted"}  # the tier that ran the code
+    assert {r.backend for r in results} == {"jail"}  # the tier that ran the code (the default)
     store = ray_sandbox.log_store
     logged = store.get_execution(results[0].id)
     node = results[0].resources.node

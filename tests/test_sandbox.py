@@ -17,9 +17,9 @@ from runner.logs import LogStore
 
 def test_every_run_is_logged_with_request_and_result(tmp_path):
     store = LogStore(tmp_path / "log.db")
-    with Sandbox(log_store=store, source="test") as sb:
+    with Sandbox(log_store=store, source="test", package_allowlist=["numpy"]) as sb:
         ok = sb.run("print('logged')", limits=Limits(timeout_s=3))
-        bad = sb.run("import os")
+        bad = sb.run("print('refused')", packages=["runner-not-on-the-list"])
     records = store.list_executions(limit=None)
     assert [r.id for r in records] == [bad.id, ok.id]
     record = store.get_execution(ok.id)
@@ -78,7 +78,7 @@ def test_close_stops_every_worker_process():
         t.start()
     for t in threads:
         t.join()
-    pids = [w.pid for w in sb._backend._pool._idle]
+    pids = [w.pid for w in sb._backend.pools()[0]._idle]
     assert pids
     sb.close()
     for pid in pids:
@@ -89,7 +89,7 @@ def test_close_stops_every_worker_process():
 def test_a_killed_worker_is_replaced_and_the_run_reports_crashed():
     with Sandbox(log_store=False, pool_size=1) as sb:
         assert sb.run("print(1)").ok
-        worker = sb._backend._pool._idle[0]
+        worker = sb._backend.pools()[0]._idle[0]
         killer = threading.Timer(0.5, os.killpg, (worker.pid, signal.SIGKILL))
         killer.start()
         result = sb.run("while True: pass", limits=Limits(timeout_s=5))
@@ -98,7 +98,7 @@ def test_a_killed_worker_is_replaced_and_the_run_reports_crashed():
         assert "worker" in result.error.message
         after = sb.run("print('replaced')")
         assert after.ok and after.stdout == "replaced\n"
-        assert sb._backend._pool._idle[0].pid != worker.pid
+        assert sb._backend.pools()[0]._idle[0].pid != worker.pid
 
 
 def test_a_wedged_worker_hits_the_outer_deadline(monkeypatch):
@@ -107,7 +107,7 @@ def test_a_wedged_worker_hits_the_outer_deadline(monkeypatch):
     monkeypatch.setattr(worker_backend, "OUTER_GRACE_S", 0.5)
     with Sandbox(log_store=False, pool_size=1) as sb:
         assert sb.run("print(1)").ok
-        worker = sb._backend._pool._idle[0]
+        worker = sb._backend.pools()[0]._idle[0]
         # The worker stops answering entirely (its process group: the process the host
         # started and, in the restricted tier's jail, the jail's processes inside it).
         os.killpg(worker.pid, signal.SIGSTOP)
@@ -152,13 +152,13 @@ def test_runs_beyond_the_pool_size_queue_rather_than_fail():
         for t in threads:
             t.join()
         assert sorted(r.stdout for r in results) == [f"{i}\n" for i in range(4)]
-        assert len({id(w) for w in sb._backend._pool._idle}) == 1
+        assert len({id(w) for w in sb._backend.pools()[0]._idle}) == 1
 
 
 def test_no_child_process_outlives_a_timed_out_run(restricted):
     result = restricted.run("while True: pass", limits=Limits(timeout_s=1))
     assert result.status == Status.TIMEOUT
-    workers = [(w.pid, w.info["forkserver"]) for w in restricted._backend._pool._idle]
+    workers = [(w.pid, w.info["forkserver"]) for w in restricted._backend.pools()[0]._idle]
     assert workers
     for pid, forkserver in workers:
         # At most the pre-forked spare child waits for the next request. Children of
