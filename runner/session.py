@@ -123,8 +123,10 @@ class Session:
 
 # What a session's process holds for all its blocks: set when it starts, the same for every
 # block (a later block could not get more than the first: raising a hard limit needs a
-# privilege the sandbox never has). A block's time and CPU limits are its own.
-SESSION_WIDE_LIMITS = ("memory_mb", "max_processes", "max_open_files", "max_file_size_mb")
+# privilege the sandbox never has; its directory is mounted once). A block's time and CPU
+# limits are its own.
+SESSION_WIDE_LIMITS = ("memory_mb", "max_processes", "max_open_files", "max_file_size_mb",
+                       "disk_mb")
 
 
 def _check_session_limits(block: Limits, session: Limits) -> None:
@@ -134,8 +136,8 @@ def _check_session_limits(block: Limits, session: Limits) -> None:
         asked = ", ".join(f"{name}={value}" for name, value in different.items())
         held = ", ".join(f"{name}={getattr(session, name)}" for name in different)
         raise ConfigurationError(
-            f"a session's memory, process, open-file and file-size limits are the ones it was "
-            f"opened with ({held}); this block asked for {asked}",
+            f"a session's memory, process, open-file, file-size and directory limits are the "
+            f"ones it was opened with ({held}); this block asked for {asked}",
             fix=f"open the session with those limits: sandbox.session(limits=Limits({asked}, "
                 "...)); a block may change only timeout_s, cpu_s and max_output_bytes")
 

@@ -914,3 +914,49 @@ OUT["flock"] = attempt(lambda: fcntl.flock(view, fcntl.LOCK_EX | fcntl.LOCK_NB))
         holder.join()
     assert result.status == Status.OK, result
     assert json.loads(result.stdout)["flock"] == "allowed", result.stdout
+
+
+UNDER_TMP = r'''
+import json, os, sys
+import numpy
+seen = {"prefix": sys.prefix, "cwd": os.getcwd(), "numpy": int(numpy.arange(4).sum())}
+for path in ("/sandbox/made.txt", "/tmp/made.txt"):
+    with open(path, "w") as f:
+        f.write("x")
+    seen[path] = sorted(os.listdir(os.path.dirname(path)))
+try:
+    open(os.path.join(sys.prefix, "planted"), "w")
+    seen["write the environment"] = "allowed"
+except OSError as exc:
+    seen["write the environment"] = exc.errno
+print(json.dumps(seen))
+'''
+
+
+def test_a_python_installation_under_tmp_is_shown_on_the_runs_own_tmp():
+    """A virtual environment under /tmp (a checkout in a temporary directory, as CI clones
+    one): each run's /tmp is its own tmpfs, on which the environment is bound again,
+    read-only; the run writes there and in /sandbox, and the next run finds neither."""
+    from test_jail import _venv_under_tmp
+
+    base = Path(tempfile.mkdtemp(prefix="jail-tier-venv-", dir="/tmp"))
+    try:
+        venv, _ = _venv_under_tmp(base)
+        job = {"after": "import os\nprint(sorted(os.listdir('/sandbox')), sorted(os.listdir('/tmp')))",
+               "attacks": [{"name": "under tmp", "code": UNDER_TMP}]}
+        proc = subprocess.run([str(venv / "bin" / "python"), str(HERE / "jail_tier_probe.py")],
+                              input=json.dumps(job), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        results = json.loads(proc.stdout)
+        run = results["under tmp"]
+        assert run["status"] == "ok", run
+        seen = json.loads(run["stdout"])
+        assert seen["prefix"] == str(venv) and seen["cwd"] == "/sandbox" and seen["numpy"] == 6
+        assert seen["/sandbox/made.txt"] == ["made.txt"]
+        assert seen["/tmp/made.txt"] == sorted(["made.txt", base.name])  # the mount point
+        assert seen["write the environment"] in (30, 13), seen  # EROFS, or EACCES
+        assert run["after"]["status"] == "ok"
+        assert run["after"]["stdout"] == f"[] [{base.name!r}]\n", run["after"]
+        assert not (venv / "planted").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -338,13 +338,24 @@ def _bind_read_only(fd: int, target: str) -> None:
 
 
 def _mounts_below(target: str) -> list[str]:
-    found = []
+    """The mount points of the mounts inside the one on top at `target` (its descendants
+    in the mount tree, by mount id: a path alone would also name mounts that a later one
+    covers, as a run's own /tmp covers the jail's)."""
+    entries = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
         for line in info:
             fields = line.split()
-            point = fields[4].encode().decode("unicode_escape") if len(fields) > 4 else ""
-            if point != target and _inside(point, target):
-                found.append(point)
+            if len(fields) > 4:
+                point = fields[4].encode().decode("unicode_escape")
+                entries.append((fields[0], fields[1], point))
+    tops = [mount_id for mount_id, _, point in entries if point == target]
+    if not tops:
+        return []
+    found, inside = [], {tops[-1]}
+    for mount_id, parent_id, point in entries:  # parents are listed before their children
+        if parent_id in inside and mount_id not in inside and _inside(point, target):
+            inside.add(mount_id)
+            found.append(point)
     return found
 
 

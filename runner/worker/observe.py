@@ -169,28 +169,31 @@ def _close(fd: int) -> None:
             os.close(fd)
 
 
-def await_ready(child: ChildPipes, timeout_s: float = 30.0) -> bool:
-    """Wait until the child says it is set up (its first frame); False if it died or went
-    quiet. Nothing but the ready frame can come before the request."""
+def await_ready(child: ChildPipes, timeout_s: float = 30.0) -> str | None:
+    """Wait until the child says it is set up (its first frame): None then, else why it
+    is not (it died, went quiet, or said what failed). Nothing but the ready frame can
+    come before the request."""
     deadline = time.monotonic() + timeout_s
     while not child.ready:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return False
+            return f"it did not get ready within {timeout_s:g} s"
         ready, _, _ = select.select([child.result], [], [], remaining)
         if not ready:
             continue
         try:
             chunk = os.read(child.result, 1 << 16)
         except OSError:
-            return False
+            chunk = b""
         if not chunk:
-            return False
+            return "it ended before it was ready"
         seen = Observation(Capture(0), Capture(0))
         _take_frames(child, chunk, seen)
         if seen.malformed or seen.denial or seen.outcome:
-            return False
-    return True
+            error = (seen.outcome or {}).get("error")
+            said = error.get("message") if isinstance(error, dict) else None
+            return str(said)[:2000] if said else "it sent something else than being ready"
+    return None
 
 
 def open_pidfd(pid: int) -> int | None:

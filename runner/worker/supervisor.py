@@ -170,12 +170,13 @@ class Supervisor:
         if self.sets_limits:
             # Only once it is set up: limits set while it is still setting itself up
             # would apply to that work too.
-            if not await_ready(child):
+            failure = await_ready(child)
+            if failure is not None:
                 child.close()
                 kill_group(child.pid)
                 self._end_namespace(child)
                 self.unreaped.add(child.pid)
-                return _could_not_start("its process failed to set itself up")
+                return _could_not_start(f"its process failed to set itself up: {failure}")
             apply_limits(request["limits"], self.config, pid=child.pid)
         # The next child is asked for once this one has its request, so that both run on
         # the two cores. (In a container it stays the worker's user until its own request
@@ -196,9 +197,10 @@ class Supervisor:
             self.session = self._receive()
             if self.session is None:
                 return {**_could_not_start(), wire.SESSION_STARTED: True}
-            if self.sets_limits and not await_ready(self.session):
+            failure = await_ready(self.session) if self.sets_limits else None
+            if failure is not None:
                 self._end_session()
-                return {**_could_not_start("its process failed to set itself up"),
+                return {**_could_not_start(f"its process failed to set itself up: {failure}"),
                         wire.SESSION_STARTED: True}
             # Memory limits count on top of what the child held when the session began.
             self.session_base = address_space_bytes(self.session.pid)
