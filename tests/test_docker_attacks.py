@@ -358,12 +358,15 @@ def _with_own_limits(fresh: Sandbox, code: str, limits: Limits) -> ExecutionResu
 
 def test_a_runs_processes_together_stay_within_its_memory(fresh):
     r = _with_own_limits(fresh, MEMORY_TOGETHER, Limits(memory_mb=64, timeout_s=10))
-    # Four processes of 56 MiB each under 64 MiB: the kernel ends one before a second
-    # could hold its share on top of the first's (the allowance is for copied pages).
+    # Four processes of 56 MiB each under 64 MiB: the kernel ends one long before all of
+    # them hold their share. The container's limit is the warm worker's memory plus the
+    # run's (and an allowance for copied pages); the page cache the container holds
+    # besides (its files, read once) can be reclaimed for a run under pressure, so a
+    # second process may fit, never four.
     assert_status(r, Status.MEMORY_LIMIT)
     assert "processes together" in r.error.message, _describe(r)
     held = int(r.stdout.split()[-1]) if r.stdout else 0
-    assert held * 56 <= 64 + 32, _describe(r)
+    assert held <= 2, _describe(r)
 
 
 PROCESSES_TOGETHER = r"""
