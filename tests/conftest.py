@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,20 @@ def _isolated_runner_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 TEST_LABEL = "org.runner.test"
+
+
+def _tmp_mount_points() -> list[str]:
+    from runner.worker import jail
+
+    return sorted({Path(root).relative_to("/tmp").parts[0]
+                   for root in jail.View.of_python(libraries=True).roots
+                   if Path(root).is_relative_to("/tmp")})
+
+
+# What a fresh jail-tier run's /tmp holds: the mount points of the interpreter's directories
+# when it lives under the host's /tmp (a virtual environment in a temporary clone, as CI
+# makes one), else nothing.
+TMP_MOUNT_POINTS = _tmp_mount_points()
 # One value per test session, so two sessions on one engine never sweep each other's.
 TEST_SESSION = f"{os.getpid()}-{os.urandom(4).hex()}"
 

@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy
 import pytest
+from conftest import TMP_MOUNT_POINTS
 from test_isolation import FORGE, FORGED_MS
 from test_jail import (
     CALLERS,
@@ -663,7 +664,8 @@ def test_after_each_attack_the_same_worker_runs_as_if_fresh(attacked, name):
     fresh = results["_fresh"]
     assert fresh["status"] == "ok", fresh
     seen_fresh = json.loads(fresh["stdout"])
-    assert seen_fresh["pid"] == 2 and seen_fresh["sandbox"] == [] and seen_fresh["tmp"] == []
+    assert seen_fresh["pid"] == 2 and seen_fresh["sandbox"] == []
+    assert seen_fresh["tmp"] == TMP_MOUNT_POINTS
     assert seen_fresh["threads"] == 1 and seen_fresh["tasks"] == ["2"] and seen_fresh["cwd"] == jail.RUN_DIR
     attack = results[name]
     assert attack["workers"] == fresh["workers"], f"{name}: the worker was replaced"
@@ -787,7 +789,8 @@ def test_nothing_a_run_plants_is_there_for_the_next(attacked):
         for key in ("shmget", "msgget", "semget", "mq_open", "abstract socket", "named socket", "add_key",
                     "memfd"):
             assert planted[key] in ("EPERM", "EACCES"), (key, planted)
-        assert look["found"] == [] and look["sandbox"] == ["first"] and look["tmp"] == ["first"], look
+        assert look["found"] == [] and look["sandbox"] == ["first"], look
+        assert look["tmp"] == sorted(["first", *TMP_MOUNT_POINTS]), look
         for key in ("shmget", "msgget", "semget", "mq_open", "abstract socket", "request_key"):
             assert look[key] != "allowed", (key, look)
         assert look["threads"] == 1 and look["tasks"] == ["2"], look
@@ -929,6 +932,13 @@ try:
     seen["write the environment"] = "allowed"
 except OSError as exc:
     seen["write the environment"] = exc.errno
+# A package in the environment's site-packages that no run asked for: masked there as on
+# the jail's root, so it is not importable from the run's /tmp either.
+try:
+    import jail_tier_unrequested
+    seen["unrequested"] = "imported"
+except ImportError:
+    seen["unrequested"] = "absent"
 print(json.dumps(seen))
 '''
 
@@ -941,7 +951,8 @@ def test_a_python_installation_under_tmp_is_shown_on_the_runs_own_tmp():
 
     base = Path(tempfile.mkdtemp(prefix="jail-tier-venv-", dir="/tmp"))
     try:
-        venv, _ = _venv_under_tmp(base)
+        venv, purelib = _venv_under_tmp(base)
+        (purelib / "jail_tier_unrequested.py").write_text("VALUE = 1\n")
         job = {"after": "import os\nprint(sorted(os.listdir('/sandbox')), sorted(os.listdir('/tmp')))",
                "attacks": [{"name": "under tmp", "code": UNDER_TMP}]}
         proc = subprocess.run([str(venv / "bin" / "python"), str(HERE / "jail_tier_probe.py")],
@@ -953,10 +964,14 @@ def test_a_python_installation_under_tmp_is_shown_on_the_runs_own_tmp():
         seen = json.loads(run["stdout"])
         assert seen["prefix"] == str(venv) and seen["cwd"] == "/sandbox" and seen["numpy"] == 6
         assert seen["/sandbox/made.txt"] == ["made.txt"]
-        assert seen["/tmp/made.txt"] == sorted(["made.txt", base.name])  # the mount point
+        # The mount points: this environment's, and the project's when it is under /tmp too.
+        assert seen["/tmp/made.txt"] == sorted({"made.txt", base.name, *TMP_MOUNT_POINTS})
         assert seen["write the environment"] in (30, 13), seen  # EROFS, or EACCES
+        assert seen["unrequested"] == "absent", seen
+        assert (purelib / "jail_tier_unrequested.py").exists()  # (so "absent" means masked)
         assert run["after"]["status"] == "ok"
-        assert run["after"]["stdout"] == f"[] [{base.name!r}]\n", run["after"]
+        assert run["after"]["stdout"] == f"[] {sorted({base.name, *TMP_MOUNT_POINTS})!r}\n", \
+            run["after"]
         assert not (venv / "planted").exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)

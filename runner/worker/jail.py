@@ -319,14 +319,19 @@ def _make_target(target: str, is_dir: bool) -> None:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
 
 
-def _bind_read_only(fd: int, target: str) -> None:
-    """Bind what `fd` opened at `target`, then make that mount read-only, no setuid, no
-    devices (plus whatever flags the source mount has locked)."""
-    try:
-        _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND)
-    except JailError:
-        # A directory holding mounts of its own can only be bound with them.
-        _mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND | MS_REC)
+def _bind_read_only(fd: int, target: str, *, with_mounts: bool = False) -> None:
+    """Bind what `fd` opened at `target` (`with_mounts`: with the mounts inside it, as
+    the masks and package binds inside a root of the jail's view), then make those mounts
+    read-only, no setuid, no devices (plus whatever flags the source mount has locked)."""
+    source = f"/proc/self/fd/{fd}".encode()
+    if with_mounts:
+        _mount(source, target, None, MS_BIND | MS_REC)
+    else:
+        try:
+            _mount(source, target, None, MS_BIND)
+        except JailError:
+            # A directory holding mounts of its own can only be bound with them.
+            _mount(source, target, None, MS_BIND | MS_REC)
     # The source's mount is read through its fd: its path may lie under the new root's
     # tmpfs (a Python installation under /tmp) and so be hidden now.
     flags = (MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
@@ -470,9 +475,9 @@ class RunPlan:
     - a /proc of its own PID namespace (only the run's processes, its pids from 1);
     - with `writable`: a tmpfs of `disk_mb` MB, whose `work` directory is mounted on
       RUN_DIR (the run's working directory) and whose `tmp` directory on /tmp, both owned
-      by the sandbox user; `under_tmp` (view roots that lie under /tmp) are bound again,
-      read-only, on the run's /tmp. The kernel frees it all when the run's last process
-      ends."""
+      by the sandbox user; `under_tmp` (the outermost view roots that lie under /tmp) are
+      bound again, read-only, with the masks and binds inside them, on the run's /tmp.
+      The kernel frees it all when the run's last process ends."""
 
     writable: bool = False
     under_tmp: tuple[str, ...] = ()
@@ -485,7 +490,11 @@ class RunPlan:
 
     @classmethod
     def for_view(cls, view: View, *, writable: bool) -> RunPlan:
-        return cls(writable, tuple(root for root in view.roots if _inside(root, "/tmp")))
+        # The outermost roots only: each is bound again with what is mounted inside it.
+        below = sorted(root for root in view.roots if _inside(root, "/tmp"))
+        tops = [root for root in below
+                if not any(other != root and _inside(root, other) for other in below)]
+        return cls(writable, tuple(tops))
 
     @classmethod
     def for_container(cls, run_as: tuple[int, int]) -> RunPlan:
@@ -532,7 +541,7 @@ def enter_run(plan: RunPlan, disk_mb: int) -> None:
             _mount(f"{RUN_DIR}/{name}".encode(), target, None, MS_BIND)
         for root, fd in keep.items():
             _make_target(root, os.path.isdir(f"/proc/self/fd/{fd}"))
-            _bind_read_only(fd, root)
+            _bind_read_only(fd, root, with_mounts=True)
     finally:
         for fd in keep.values():
             os.close(fd)
