@@ -11,6 +11,7 @@ namespace (the container's group is the root of /sys/fs/cgroup). Stdlib only.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 ROOT = "/sys/fs/cgroup"
@@ -99,14 +100,24 @@ class CpuMeter:
         self.rate = cpus()
         self.read = read
         self.start = read()
+        self._due_at: float | None = None  # before this, the budget cannot be used up
 
     def used_ns(self) -> int:
         now = self.read()
         return 0 if now is None or self.start is None else max(0, now - self.start)
 
     def seconds_until_due(self) -> float | None:
-        """How long until the budget could be used up; 0 when it is; None: no counter."""
+        """How long until the budget could be used up; 0 when it is; None: no counter.
+        The counter is read again only once the last answer's time has passed (a run
+        that wakes its supervisor often, writing output, costs no reads meanwhile)."""
         if self.start is None:
             return None
+        now = time.monotonic()
+        if self._due_at is not None and now < self._due_at:
+            return self._due_at - now
         left = self.budget_ns - self.used_ns()
-        return 0.0 if left <= 0 else max(0.005, left / 1e9 / self.rate)
+        if left <= 0:
+            return 0.0
+        wait = max(0.005, left / 1e9 / self.rate)
+        self._due_at = now + wait
+        return wait
