@@ -324,8 +324,11 @@ def test_resume_after_sigkill_ends_with_the_same_counts(tmp_path):
     # the conversations the kill cut short stay in the log as `running`; their problems ran
     # again, once each, and only the new conversation counts
     assert statuses["answered"] == 35
-    # the conversations the kill cut short were closed as interrupted when the log was reopened
-    assert statuses.get("interrupted", 0) == redone and "running" not in statuses
+    # the conversations the kill cut short were closed as interrupted when the log was reopened;
+    # an item claimed in the instant before its conversation was recorded was redone without
+    # one, so there are at most as many interrupted conversations as redone items, and no
+    # more items were redone than there were threads
+    assert statuses.get("interrupted", 0) <= redone <= 2 and "running" not in statuses
     assert f"evaluation {evaluation_id}: 35 problems, {len(before)} done before" in err
 
 
