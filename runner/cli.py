@@ -17,10 +17,18 @@ from . import __version__
 from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
 from .cli_interrupt import ctrl_c
-from .cli_options import backend_options, count_option, limit, ray_options
+from .cli_options import (
+    backend_options,
+    count_option,
+    file_options,
+    files_argument,
+    limit,
+    ray_options,
+    write_out,
+)
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
-from .logs.execution_text import status_label
+from .logs.execution_text import render_files, status_label
 from .stopping import RunInterrupted
 from .terminal import json_text
 from .terminal import status as status_text
@@ -122,6 +130,8 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
         notes.append("output truncated")
     if show_return and result.return_is_repr:
         notes.append("return value has no JSON form: shown as its repr")
+    if result.files or result.files_left_out:
+        printer.text("-- files:\n" + render_files(result, str), err=True)  # made inert by text()
     printer.styled("-- " + " · ".join(notes), err=True)
 
 
@@ -141,30 +151,34 @@ def _print_result(result: ExecutionResult, *, show_return: bool = False, raw: bo
               help="MB the run's own directory and /tmp may hold (jail tier; default 128).")
 @click.option("--package", "packages", multiple=True, metavar="REQ",
               help="A package requirement, e.g. 'pandas' or 'sympy>=1.12'. Repeatable.")
+@file_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 @ray_options
 def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: int | None,
                  cpu_s: float | None, max_output_bytes: int | None, disk_mb: int | None,
-                 packages: tuple[str, ...], as_json: bool, raw: bool, ray_address: str | None,
+                 packages: tuple[str, ...], given: tuple[str, ...], out: Path | None,
+                 force: bool, as_json: bool, raw: bool, ray_address: str | None,
                  ray_inner: str | None) -> None:
     """Run Python code from FILE (or standard input, `-`) in the sandbox."""
     from .sandbox import Sandbox
 
     options = backend_options(backend, ray_address, ray_inner)
     code = _read_code(source)
+    files = files_argument(given)
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
                                      max_output_bytes=max_output_bytes, disk_mb=disk_mb)
     with ctrl_c("the run", _quit_run(as_json)), \
             Sandbox(backend=backend, source="cli", **options) as sandbox:
         try:
-            result = sandbox.run(code, limits=limits, packages=packages)
+            result = sandbox.run(code, limits=limits, packages=packages, files=files)
         except RunInterrupted as stopped:
             _print_ending(stopped.result, as_json=as_json, raw=raw)
             click.echo(f"runner: interrupted (Ctrl-C); the run is logged as {stopped.result.id}",
                        err=True)
             sys.exit(130)
     _print_ending(result, as_json=as_json, raw=raw)
+    write_out(result, out, force=force, again=f"`runner logs files {result.id} --out DIR`")
     sys.exit(0 if result.status is Status.OK else 1)
 
 
@@ -309,11 +323,13 @@ def _parse_arguments(text: str) -> dict[str, Any] | str:
               help="Wall-clock limit in seconds (default 10).")
 @click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit in MB (default 256).")
+@file_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 @ray_options
 def call_command(path: str, name: str, arguments_text: str, backend: str,
-                 timeout_s: float | None, memory_mb: int | None, as_json: bool, raw: bool,
+                 timeout_s: float | None, memory_mb: int | None, given: tuple[str, ...],
+                 out: Path | None, force: bool, as_json: bool, raw: bool,
                  ray_address: str | None, ray_inner: str | None) -> None:
     """Call function NAME of the set in FILE with --args, in the sandbox.
 
@@ -329,16 +345,18 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
         raise click.BadParameter(f"{path} has no function {name!r}; it has: "
                                  f"{', '.join(function_set.names) or 'none'}", param_hint="NAME")
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+    files = files_argument(given)
     with ctrl_c("the call", _quit_run(as_json)), \
             Sandbox(backend=backend, source="cli", limits=limits, **options) as sandbox:
         try:
-            result = sandbox.call(function_set, name, arguments)
+            result = sandbox.call(function_set, name, arguments, files=files)
         except RunInterrupted as stopped:
             _print_ending(stopped.result, as_json=as_json, raw=raw)
             click.echo(f"runner: interrupted (Ctrl-C); the call is logged as {stopped.result.id}",
                        err=True)
             sys.exit(130)
     _print_ending(result, as_json=as_json, raw=raw, show_return=True)
+    write_out(result, out, force=force, again=f"`runner logs files {result.id} --out DIR`")
     sys.exit(0 if result.status is Status.OK else 1)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -135,6 +136,39 @@ def logs_show(execution_id: str, as_json: bool, full: bool, raw: bool) -> None:
         _echo(json.dumps(record.model_dump(mode="json"), ensure_ascii=False))
     else:
         _echo(render_execution(record, style=style, full=full), nl=False)
+
+
+@logs_group.command("files")
+@click.argument("execution_id", metavar="ID")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Write the files into DIR (without it, list them).")
+@click.option("--given", is_flag=True, help="The files handed to the run, not the ones it made.")
+@click.option("--force", is_flag=True, help="With --out: replace files that are there already.")
+@_RAW
+def logs_files(execution_id: str, out: Path | None, given: bool, force: bool, raw: bool) -> None:
+    """The files an execution made (or, with --given, was handed): listed, or written to
+    DIR under their names (an id prefix is enough)."""
+    from .files import format_size, output_file, save_files
+    from .logs import LogStore
+
+    with LogStore.for_reading() as store:
+        record = store.get_execution(execution_id)
+    files = [output_file(item.name, item.data) for item in record.request.files] if given \
+        else list(record.result.files)
+    if out is None:
+        clean = _style(raw).text
+        for item in files:
+            note = "" if item.kept else "  (not kept: the log's cap for files was reached)"
+            _echo(f"{clean(item.name)}  {format_size(item.size)}  {clean(item.media_type)}{note}")
+        if not files:
+            _echo(f"execution {record.id} has no files" + ("" if given else " it made"))
+        return
+    written = save_files(files, out, replace=force)
+    missing = [item.name for item in files if not item.kept]
+    click.echo(f"runner: wrote {len(written)} file(s) to {out}", err=True)
+    if missing:
+        click.echo(f"runner: {len(missing)} file(s) were recorded without their bytes (the log's "
+                   "cap for files, RUNNER_LOG_FILES_MB, was reached)", err=True)
 
 
 @logs_group.command("path")

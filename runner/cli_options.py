@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -95,7 +96,7 @@ def ray_options(command: F) -> F:
     """--ray-address and --ray-inner, for the commands that take --backend."""
     command = click.option(
         "--ray-inner", type=click.Choice(RAY_INNER_BACKENDS),
-        help="With --backend ray: the isolation tier on the cluster's nodes (default restricted).")(command)
+        help="With --backend ray: the isolation tier on the cluster's nodes (default jail).")(command)
     return click.option(
         "--ray-address", metavar="ADDRESS",
         help="With --backend ray: the cluster, 'auto' (the one running here), host:port or "
@@ -114,3 +115,49 @@ def backend_options(backend: str, ray_address: str | None, ray_inner: str | None
     if ray_inner is not None:
         options["inner"] = ray_inner
     return options
+
+
+def file_options(command: F) -> F:
+    """--file (files handed to the run) and --out/--force (where the files it made go)."""
+    command = click.option("--force", is_flag=True,
+                           help="With --out: replace files that are there already.")(command)
+    command = click.option(
+        "--out", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+        help="Write the files the run made or changed into DIR.")(command)
+    return click.option(
+        "--file", "given", multiple=True, metavar="[NAME=]PATH",
+        help="A file the run finds in its working directory (as NAME, or under its own name). "
+             "Repeatable.")(command)
+
+
+def files_argument(given: tuple[str, ...]) -> dict[str, Path]:
+    """--file values as the files of a run: NAME=PATH, or PATH under its base name."""
+    files: dict[str, Path] = {}
+    for value in given:
+        name, separator, path = value.partition("=")
+        if not separator:
+            name, path = Path(value).name, value
+        if name in files:
+            raise click.BadParameter(f"two files are named {name!r}", param_hint="--file")
+        files[name] = Path(path)
+    return files
+
+
+def write_out(result: Any, out: Path | None, *, force: bool, again: str = "") -> None:
+    """With --out: write the files a run made into `out`, and say where on stderr; without
+    it, name them and say how to have them (`again`: a command that writes them later)."""
+    if not result.files:
+        return
+    from .files import save_files
+    from .terminal import sanitize_for_terminal
+
+    if out is None:
+        names = ", ".join(made.name for made in result.files[:8])
+        more = f" and {len(result.files) - 8} more" if len(result.files) > 8 else ""
+        how = f"--out DIR writes them{f'; so does {again}' if again else ''}"
+        click.echo(sanitize_for_terminal(f"runner: {len(result.files)} file(s) made: {names}{more} "
+                                         f"({how})"), err=True)
+        return
+    written = save_files(result.files, out, replace=force)
+    click.echo(sanitize_for_terminal(f"runner: wrote {len(written)} file(s) to {out}: "
+                                     + ", ".join(str(path) for path in written[:8])), err=True)

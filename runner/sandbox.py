@@ -26,6 +26,7 @@ from .backends.base import DEFAULT_BACKEND, Backend
 from .backends.registry import create_backend
 from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
+from .files import input_files
 from .ids import new_id
 from .logs import LogStore
 from .session import Session, interrupted_result
@@ -77,11 +78,13 @@ class Sandbox:
         self._backend.warm()
 
     def run(self, code: str, *, limits: Limits | None = None,
-            packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None
-            ) -> ExecutionResult:
-        """Run a block of code; its output, error and timings come back as a result."""
+            packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
+            files: Any = None) -> ExecutionResult:
+        """Run a block of code; its output, error, timings and the files it made come back
+        as a result. `files` ({name: bytes, text or a Path}) are in its working directory
+        when it starts (runner.files has the rules)."""
         request = build_request(code=code_argument(code), limits=limits_argument(limits, self.limits),
-                                packages=packages_argument(packages))
+                                packages=packages_argument(packages), files=input_files(files))
         return self.execute(request, meta=meta)
 
     def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None,
@@ -129,7 +132,7 @@ class Sandbox:
 
     def call(self, function: Any, arguments_or_name: Any = None, arguments: Any = None, *,
              limits: Limits | None = None, meta: dict[str, Any] | None = None,
-             execution_id: str | None = None) -> ExecutionResult:
+             execution_id: str | None = None, files: Any = None) -> ExecutionResult:
         """Call a sandboxed function: `call(spec_or_tool, args)` or `call(function_set, name, args)`.
 
         Arguments are validated first (status `invalid_args` if they do not fit); see
@@ -149,9 +152,9 @@ class Sandbox:
         if isinstance(arguments_or_name, str) and (
                 isinstance(function, FunctionSet) or NAME_PATTERN.match(arguments_or_name)):
             return call_function(self, function, arguments_or_name, arguments, limits=limits,
-                                 meta=meta, execution_id=execution_id)
+                                 meta=meta, execution_id=execution_id, files=input_files(files))
         return call_function(self, function, None, arguments_or_name, limits=limits, meta=meta,
-                             execution_id=execution_id)
+                             execution_id=execution_id, files=input_files(files))
 
     @property
     def backend(self) -> str:

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Self
 from .api_checks import build_request, code_argument, limits_argument, meta_argument
 from .budget import TimeBudget
 from .errors import ConfigurationError, SandboxClosedError
+from .files import input_files
 from .ids import new_id
 from .stopping import RunInterrupted
-from .types import ErrorInfo, ExecutionResult, Limits, Status
+from .types import ErrorInfo, ExecutionResult, InputFile, Limits, Status
 from .worker import error_types
 
 if TYPE_CHECKING:
@@ -58,19 +59,22 @@ class Session:
         self._lock = threading.Lock()
 
     def run(self, code: str, *, limits: Limits | None = None,
-            meta: dict[str, Any] | None = None, execution_id: str | None = None) -> ExecutionResult:
+            meta: dict[str, Any] | None = None, execution_id: str | None = None,
+            files: Any = None) -> ExecutionResult:
         """Run one block in the session's namespace (`execution_id`: as for Sandbox.execute);
-        other threads' blocks wait for it."""
+        other threads' blocks wait for it. `files` join the session's directory (which
+        keeps what earlier blocks made) before the block starts."""
         with self._lock:
-            return self._run(code, limits, meta, execution_id)
+            return self._run(code, limits, meta, execution_id, input_files(files))
 
     def _run(self, code: str, limits: Limits | None, meta: dict[str, Any] | None,
-             execution_id: str | None) -> ExecutionResult:
+             execution_id: str | None, files: tuple[InputFile, ...] = ()) -> ExecutionResult:
         if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
         limits = limits_argument(limits, self.limits)
         _check_session_limits(limits, self.limits)
-        request = build_request(code=code_argument(code), limits=limits, packages=self.packages)
+        request = build_request(code=code_argument(code), limits=limits, packages=self.packages,
+                                files=files)
         block_meta = {"session": self.id, "block": self.blocks, **(meta_argument(meta) or {})}
         run_id = execution_id or new_id()
         if self.budget.exhausted:

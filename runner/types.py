@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from .worker import wire
+from .worker.protocol import BLOBS
 
 
 class Status(StrEnum):
@@ -64,6 +65,9 @@ class Limits(_Frozen):
     max_open_files: int = Field(default=64, ge=16, le=65536)
     max_file_size_mb: int = Field(default=16, ge=1, le=65536)
     disk_mb: int = Field(default=wire.DEFAULT_DISK_MB, ge=1, le=65536)
+    # MB of the files a run made or changed that come back with its result (whole files,
+    # in name order, while they fit; the rest are listed as left out). 0: none.
+    max_returned_files_mb: int = Field(default=16, ge=0, le=wire.MAX_RETURNED_FILES_MB)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -160,7 +164,46 @@ class SourceFile(_Frozen):
     code: str
 
 
-class ExecutionRequest(_Frozen):
+class _Bytes(_Frozen):
+    """Models with bytes, which JSON carries as base64 (the result of `runner exec --json`,
+    the log's spool and export lines)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64",
+                              val_json_bytes="base64")
+
+
+class InputFile(_Bytes):
+    """A file handed to a run: it is in the run's working directory when its code starts.
+    `name` is a relative path inside that directory (runner.files.check_name)."""
+
+    name: str
+    data: bytes
+
+    @field_validator("name")
+    @classmethod
+    def _a_name_inside_the_directory(cls, name: str) -> str:
+        from .worker.run_files import name_problem
+
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(f"file name {name[:80]!r} {problem}")
+        return name
+
+
+class OutputFile(_Bytes):
+    """A file a run made or changed in its working directory, as the host read it: size,
+    type (sniffed from the content, never the name) and digest are the host's own."""
+
+    name: str
+    size: int
+    media_type: str
+    sha256: str
+    data: bytes
+    # False for a file the log recorded without its bytes (its cap for files was reached).
+    kept: bool = True
+
+
+class ExecutionRequest(_Bytes):
     """One unit of work for a backend."""
 
     code: str
@@ -169,6 +212,7 @@ class ExecutionRequest(_Frozen):
     preamble: tuple[SourceFile, ...] = ()
     call: FunctionCall | None = None
     filename: str | None = None  # how tracebacks name `code` (default "<code>")
+    files: tuple[InputFile, ...] = ()  # written into the run's directory before it starts
 
     def worker_message(self, run_id: str, kind: str = wire.RUN) -> dict[str, Any]:
         """The request as the worker program reads it (fields: wire.REQUEST_FIELDS)."""
@@ -178,13 +222,18 @@ class ExecutionRequest(_Frozen):
             "preamble": [[source.filename, source.code] for source in self.preamble] or None,
             "call": self.call.model_dump() if self.call is not None else None,
             "filename": self.filename,
+            # Each file's bytes travel as an attachment of the frame (protocol.BLOBS).
+            "files": [[file.name, index] for index, file in enumerate(self.files)] or None,
         }
         assert tuple(work) == wire.REQUEST_FIELDS, "wire.REQUEST_FIELDS and this must agree"
-        return {"type": kind, "id": run_id,
-                **{key: value for key, value in work.items() if value is not None}}
+        message = {"type": kind, "id": run_id,
+                   **{key: value for key, value in work.items() if value is not None}}
+        if self.files:
+            message[BLOBS] = [file.data for file in self.files]
+        return message
 
 
-class ExecutionResult(_Frozen):
+class ExecutionResult(_Bytes):
     """What happened when a request ran. The same fields on every backend."""
 
     id: str
@@ -205,6 +254,11 @@ class ExecutionResult(_Frozen):
     packages: dict[str, str] = Field(default_factory=dict)
     image: str | None = None  # the Docker tier's image id
     started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    # The files the run made or changed in its directory; the ones that did not fit the
+    # limit (or that the host refused, with the reason) are named in files_left_out.
+    files: tuple[OutputFile, ...] = ()
+    files_truncated: bool = False
+    files_left_out: tuple[str, ...] = ()
 
     @field_validator("stdout", "stderr", mode="before")
     @classmethod

@@ -157,3 +157,97 @@ def test_filter_search_open_a_run_and_screenshot(viewer: tuple[str, Seeded], tmp
         finally:
             browser.close()
     assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems
+
+
+HOSTILE_FILES = r'''
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [3, 1, 2])
+plt.savefig("chart.png")
+script = "<script>window.top.pwned = 1; alert('file')</script>"
+open("drawing.svg", "w").write('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)">' + script + '</svg>')
+open("page.html", "w").write("<!doctype html><html><body>" + script + "</body></html>")
+open("notes.png", "w").write("<html><body>" + script + "</body></html>")  # HTML named as a picture
+open('x" onerror="alert(2)<img src=x>.txt', "w").write("named to break out")
+'''
+
+
+@pytest.fixture(scope="module")
+def file_viewer(tmp_path_factory: pytest.TempPathFactory):
+    """The viewer over a log holding one run that made a chart and files built to attack it."""
+    if importlib.util.find_spec("playwright") is None:
+        _missing("the playwright package is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        _missing(f"Chromium is not at {CHROMIUM}")
+    from runner import Sandbox
+    from runner.logs import LogStore
+
+    home = tmp_path_factory.mktemp("browser-files")
+    with LogStore(home / "runner.db") as store, Sandbox(log_store=store) as box:
+        result = box.run(HOSTILE_FILES, files={"given.csv": "a,b\n1,2\n"})
+    assert result.status == "ok", result.error
+    env = {**os.environ, "RUNNER_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "runner", "logs", "serve", "--port", "0"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+        assert match, f"no address in {line!r}"
+        yield match.group(1), result
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_files_show_images_inline_and_never_run_what_a_run_wrote(file_viewer, tmp_path: Path):
+    """With JavaScript on (a script that ran would be seen): the chart shows inline, the
+    SVG, the HTML and the HTML named .png are offered as downloads and run nothing, even
+    opened directly; the name built to break out of its attribute stays text."""
+    from playwright.sync_api import sync_playwright
+
+    url, result = file_viewer
+    dialogs: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            context = browser.new_context(java_script_enabled=True, accept_downloads=True,
+                                          viewport={"width": WIDTH, "height": 900})
+            page = context.new_page()
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(f"{url}/executions/{result.id}")
+            body = page.locator("section.files").inner_text()
+            for name in ("chart.png", "drawing.svg", "page.html", "notes.png", "given.csv",
+                         'x" onerror="alert(2)<img src=x>.txt'):
+                assert name in body, name
+            assert "image/svg+xml" in body and "text/html" in body
+            # One picture on the page: the chart, loaded; no SVG, frame or object of a file.
+            images = page.locator("section.files img")
+            assert images.count() == 1
+            assert images.first.evaluate("e => e.complete && e.naturalWidth") == 640
+            assert page.locator("section.files svg, iframe, object, embed").count() == 0
+            assert page.evaluate("() => window.pwned === undefined")
+            # Each file opened directly: the non-pictures are downloads, never pages.
+            by_name = {made.name: position for position, made in enumerate(result.files)}
+            for name in ("drawing.svg", "page.html", "notes.png"):
+                link = f"{url}/executions/{result.id}/files/out/{by_name[name]}"
+                with page.expect_download() as download:
+                    try:
+                        page.goto(link)
+                    except Exception as exc:  # Chromium reports a navigation that became a download
+                        assert "Download is starting" in str(exc), exc
+                saved = tmp_path / name
+                download.value.save_as(saved)
+                assert b"<script>" in saved.read_bytes()
+            response = httpx.get(f"{url}/executions/{result.id}/files/out/{by_name['drawing.svg']}")
+            assert response.headers["content-type"] == "application/octet-stream"
+            assert response.headers["content-disposition"].startswith("attachment;")
+            assert "sandbox" in response.headers["content-security-policy"]
+            chart = httpx.get(f"{url}/executions/{result.id}/files/out/{by_name['chart.png']}")
+            assert chart.headers["content-type"] == "image/png" and "sandbox" in chart.headers[
+                "content-security-policy"]
+            page.goto(f"{url}/executions/{result.id}")
+            shot = tmp_path / "files.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert png_size(shot)[0] == WIDTH
+        finally:
+            browser.close()
+    assert dialogs == []

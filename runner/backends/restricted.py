@@ -53,6 +53,10 @@ class RestrictedBackend(WorkerBackend):
         return [self._pool]
 
     def place(self, request: ExecutionRequest) -> Placement:
+        if request.files:
+            raise RequestRefused(Status.DENIED, error_types.NO_FILES,
+                                 "the restricted backend's runs have no files, so none can be "
+                                 f"handed to them; {ELSEWHERE}")
         return Placement(self._pool, self._check_packages(request.packages))
 
     def _check_packages(self, requested: Iterable[str]) -> dict[str, str]:

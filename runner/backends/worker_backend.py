@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Status
+from ..files import MIB, decode_outputs
+from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
 from ..worker import error_types, wire
-from ..worker.protocol import ProtocolError, encode
+from ..worker.protocol import BLOBS, ProtocolError, encode
 from .worker_process import WorkerLost, WorkerPool, WorkerProcess
 
 OUTER_GRACE_S = 10.0  # beyond the run's own timeout, before the host gives up on a worker
@@ -45,6 +46,15 @@ class RequestRefused(Exception):
 
 def result_from_reply(reply: dict[str, Any], base: dict[str, Any]) -> ExecutionResult:
     fields = {key: reply[key] for key in wire.RESULT_FIELDS if key in reply}
+    if any(key in fields for key in wire.FILE_FIELDS):
+        # Named, sized and typed here: the run wrote them, and may have written anything.
+        limits = base.get("limits")
+        cap = limits.max_returned_files_mb * MIB if isinstance(limits, Limits) else 0
+        kept, left_out = decode_outputs(fields.pop("files", None),
+                                        fields.pop("files_left_out", None), cap,
+                                        reply.get(BLOBS))
+        truncated = fields.pop("files_truncated", False) is True
+        fields.update(files=kept, files_left_out=left_out, files_truncated=truncated or bool(left_out))
     if isinstance(fields.get("resources"), dict):
         # Only what the worker measures; where a run ran is the host's to say (the ray
         # backend), never the worker's.
@@ -76,8 +86,9 @@ def unsendable_result(exc: Exception, base: dict[str, Any]) -> ExecutionResult:
 
 
 def _encodable(message: dict[str, Any]) -> None:
-    """Raise TypeError/ValueError/ProtocolError now, before a worker is involved."""
-    encode(message)
+    """Raise TypeError/ValueError/ProtocolError now, before a worker is involved (the
+    JSON part only: the attachments are bytes, which always go)."""
+    encode({key: value for key, value in message.items() if key != BLOBS})
 
 
 class WorkerBackend:

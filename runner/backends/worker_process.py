@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import SandboxClosedError, WorkerStartError
 from ..worker import wire
-from ..worker.protocol import FrameReader, ProtocolError, encode
+from ..worker.protocol import FrameReader, ProtocolError, encode, make_room
 
 
 class WorkerLost(Exception):
@@ -78,7 +78,9 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(encode(message))
+            frame = encode(message)
+            make_room(self.proc.stdin.fileno(), len(frame))
+            self.proc.stdin.write(frame)
             self.proc.stdin.flush()
         except (OSError, ValueError, ProtocolError) as exc:
             self.kill()

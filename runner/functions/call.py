@@ -25,7 +25,16 @@ from pydantic_core import to_jsonable_python
 from ..errors import ConfigurationError
 from ..ids import new_id
 from ..jsonlimits import ARGUMENT_BOUNDS, JsonBoundsError, json_problem, loads
-from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, FunctionCall, Limits, SourceFile, Status
+from ..types import (
+    ErrorInfo,
+    ExecutionRequest,
+    ExecutionResult,
+    FunctionCall,
+    InputFile,
+    Limits,
+    SourceFile,
+    Status,
+)
 from ..worker import error_types
 from .sets import FunctionLike, FunctionSet, as_spec
 from .spec import FunctionSpec
@@ -44,21 +53,23 @@ def source_filename(name: str) -> str:
 
 
 def build_request(spec: FunctionSpec, arguments: dict[str, Any], *,
-                  function_set: FunctionSet | None, limits: Limits) -> ExecutionRequest:
-    """The request that runs `spec` (with its set around it) on already-validated arguments."""
+                  function_set: FunctionSet | None, limits: Limits,
+                  files: tuple[InputFile, ...] = ()) -> ExecutionRequest:
+    """The request that runs `spec` (with its set around it) on already-validated arguments,
+    with `files` in its working directory."""
     others = [s for s in function_set if s.name != spec.name] if function_set is not None else []
     packages = function_set.packages if function_set is not None else list(spec.packages)
     return ExecutionRequest(
         code=spec.code, limits=limits, packages=tuple(packages),
         preamble=tuple(SourceFile(filename=source_filename(s.name), code=s.code) for s in others),
         call=FunctionCall(name=spec.name, arguments=arguments),
-        filename=source_filename(spec.name))
+        filename=source_filename(spec.name), files=files)
 
 
 def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: str | None,
                   arguments: Any, *, limits: Limits | None = None,
-                  meta: dict[str, Any] | None = None, execution_id: str | None = None
-                  ) -> ExecutionResult:
+                  meta: dict[str, Any] | None = None, execution_id: str | None = None,
+                  files: tuple[InputFile, ...] = ()) -> ExecutionResult:
     """Validate `arguments` for the function `name` of `target` (a set, or one spec or
     `@tool` function, where `name` may be None), then run it in `sandbox`.
 
@@ -66,7 +77,8 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
     Mistakes of the caller's program (no name for a set of several functions, a name that
     contradicts a single spec) raise ConfigurationError; everything a model could get
     wrong comes back as a result. `meta` is added to what the log records (e.g. the
-    agent run and turn that made the call); `execution_id` is the result's id (new by default).
+    agent run and turn that made the call); `execution_id` is the result's id (new by default);
+    `files` are in the run's working directory when the function is called.
     """
     execution_id = execution_id or new_id()
     limits = limits or sandbox.limits
@@ -104,7 +116,7 @@ def call_function(sandbox: Sandbox, target: FunctionSet | FunctionLike, name: st
         sandbox.record(request, result, {**call_meta, "arguments": _loggable(arguments),
                                          "invalid_arguments": detail})
         return result
-    request = build_request(spec, data, function_set=function_set, limits=limits)
+    request = build_request(spec, data, function_set=function_set, limits=limits, files=files)
     return sandbox.execute(request, meta={**call_meta, "arguments": data}, execution_id=execution_id)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..files import format_size
 from ..terminal import PLAIN, Style
 from ..text_table import columns
 from ..types import ExecutionResult, Limits, Status
@@ -87,7 +88,26 @@ def render_execution(record: ExecutionRecord, *, style: Style = PLAIN, full: boo
         lines += _section("error", clean(abridge("\n".join(error_lines), full=full)))
     if result.return_value is not None:
         lines += _section("return value", clean(abridge(_pretty_json(result.return_value), full=full)))
+    if request.files:
+        lines += _section("files given", "\n".join(
+            f"{clean(given.name)}  {format_size(len(given.data))}" for given in request.files))
+    if result.files or result.files_left_out:
+        lines += _section("files made", render_files(result, clean)
+                          + f"\n(`runner logs files {result.id} --out DIR` writes them out)")
     return "\n".join(lines) + "\n"
+
+
+def render_files(result: ExecutionResult, clean: Callable[[str], str]) -> str:
+    """One line per file a run made (name, size, type, whether the log kept its bytes), then
+    the ones that were left out; names are the run's, shown as inert text."""
+    lines = [f"{clean(made.name)}  {format_size(made.size)}  {clean(made.media_type)}"
+             + ("" if made.kept else "  (not kept: the log's cap for files was reached)")
+             for made in result.files]
+    if result.files_left_out:
+        lines.append("left out (past max_returned_files_mb, or refused): "
+                     + ", ".join(clean(name) for name in result.files_left_out))
+    return "\n".join(lines)
+
 
 
 def render_execution_list(records: Sequence[ExecutionRecord], *, style: Style = PLAIN) -> str:

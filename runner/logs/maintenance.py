@@ -5,7 +5,8 @@ their turns and all their executions (a run is kept or dropped whole), and evalu
 optimizer trainings created before it, with their items, epochs and actions. What a kept
 record still points at stays, however old: the conversation behind a kept evaluation's
 verdict, the evaluation behind a kept training's epoch. The search
-index follows by its triggers. Function versions stay: they are the history of what the
+index follows by its triggers, and the deleted executions' files with them (a content
+that no kept file names is deleted too). Function versions stay: they are the history of what the
 function sets are now, however old. A replay whose original is deleted keeps its row;
 its `replay_of` becomes NULL (the foreign key says ON DELETE SET NULL). The filter
 choices (execution_facets) are recomputed from what is left.
@@ -22,6 +23,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import LogStoreError
+from .execution_files import drop_orphans
 from .rows import to_iso
 from .store import LogStore
 
@@ -91,6 +93,8 @@ def prune(store: LogStore, before: datetime, *, dry_run: bool = False, vacuum: b
         _delete_ids(conn, "executions", "id", old_executions)
         _delete_ids(conn, "agent_turns", "run_id", old_runs)
         _delete_ids(conn, "agent_runs", "id", old_runs)
+        # The deleted executions' files went with them; the contents no file names now go.
+        drop_orphans(conn)
         # The filter choices: only values that are still there.
         conn.execute("DELETE FROM execution_facets")
         conn.execute("INSERT INTO execution_facets (kind, value) "

@@ -537,6 +537,28 @@ MIGRATIONS: list[Migration] = [
         SELECT seq, reply, feedback FROM agent_turn_text;
         """,
     ),
+    Migration(
+        10,
+        "files handed to and made by executions, each content stored once (runner.logs.execution_files)",
+        """
+        CREATE TABLE file_blobs (
+            sha256  TEXT PRIMARY KEY,     -- of the content
+            size    INTEGER NOT NULL,
+            data    BLOB                  -- NULL: recorded past the log's cap for files
+        );
+        CREATE TABLE execution_files (
+            execution_id  TEXT NOT NULL REFERENCES executions (id) ON DELETE CASCADE,
+            direction     TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            position      INTEGER NOT NULL, -- order within the execution's files
+            name          TEXT NOT NULL,    -- a relative path in the run's directory
+            size          INTEGER NOT NULL,
+            media_type    TEXT NOT NULL,    -- sniffed from the content
+            sha256        TEXT NOT NULL REFERENCES file_blobs (sha256),
+            PRIMARY KEY (execution_id, direction, position)
+        );
+        CREATE INDEX execution_files_sha256 ON execution_files (sha256);
+        """,
+    ),
 ]
 
 

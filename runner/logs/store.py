@@ -34,6 +34,7 @@ from ..encodable import encodable_text
 from ..errors import ConfigurationError, LogStoreError, NotFoundError
 from ..paths import log_db_path
 from ..types import ExecutionRequest, ExecutionResult, Resources, Status
+from .execution_files import insert_files, load_files, with_files
 from .migrations import (
     MIGRATIONS,
     Migration,
@@ -210,7 +211,12 @@ class LogStore:
             row = _to_row(request, result, source, meta or {})
             with self._lock:
                 conn = self._connection()
-                seq = conn.execute(_INSERT, row).lastrowid or 0
+                if request.files or result.files:
+                    with transaction(conn):  # the row and its files, or neither
+                        seq = conn.execute(_INSERT, row).lastrowid or 0
+                        insert_files(conn, request, result)
+                else:
+                    seq = conn.execute(_INSERT, row).lastrowid or 0
                 if seq - self._indexed_up_to >= INDEX_BATCH:
                     self._index_pending()
             return
@@ -280,10 +286,10 @@ class LogStore:
         return count
 
     def _insert_spooled(self, lines: list[bytes]) -> int:
-        rows, accepted, rejected = [], [], []
+        records, accepted, rejected = [], [], []
         for line in lines:
             try:
-                rows.append(_row_from_spool(line))
+                records.append(_record_from_spool(line))
                 accepted.append(line)
             except (ValueError, KeyError, TypeError, ValidationError):
                 rejected.append(line)  # e.g. half a line from a writer killed mid-append
@@ -291,19 +297,20 @@ class LogStore:
             conn = self._connection()
             try:
                 with transaction(conn):
-                    conn.executemany(_INSERT_OR_IGNORE, rows)
+                    for record in records:
+                        _insert_or_ignore(conn, record)
             except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
                 # One row SQLite cannot store (an out-of-range integer, say) must not hold
                 # the others back for good: insert one by one, reject the ones that fail.
                 kept = []
-                for row, line in zip(rows, accepted, strict=True):
+                for record, line in zip(records, accepted, strict=True):
                     try:
                         with transaction(conn):
-                            conn.execute(_INSERT_OR_IGNORE, row)
-                        kept.append(row)
+                            _insert_or_ignore(conn, record)
+                        kept.append(record)
                     except (sqlite3.IntegrityError, sqlite3.DataError, OverflowError):
                         rejected.append(line)
-                rows = kept
+                records = kept
         self._index_pending()
         if rejected:
             # After the insert, so that a failed insert (spool kept) cannot move them twice.
@@ -312,7 +319,7 @@ class LogStore:
             logger.warning(
                 "%d unreadable line(s) in %s were moved to %s", len(rejected), self.spool_path, rejected_path
             )
-        return len(rows)
+        return len(records)
 
     def _index_pending(self) -> None:
         """Bring the search index up to the last row (see `index_pending`). A failure costs
@@ -337,12 +344,12 @@ class LogStore:
             raise NotFoundError("an execution id or id prefix is required", fix=_LIST_HINT)
         exact = self._query(f"{_SELECT} WHERE id = ?", (wanted.upper(),))
         if exact:
-            return _from_row(exact[0])
+            return self._with_files([_from_row(exact[0])])[0]
         where = "WHERE id LIKE ? ESCAPE '\\'"
         pattern = (like_prefix(wanted),)
         ids = [r[0] for r in self._query(f"SELECT id FROM executions {where} ORDER BY id LIMIT 5", pattern)]
         if len(ids) == 1:
-            return _from_row(self._query(f"{_SELECT} WHERE id = ?", (ids[0],))[0])
+            return self._with_files([_from_row(self._query(f"{_SELECT} WHERE id = ?", (ids[0],))[0])])[0]
         if not ids:
             raise NotFoundError(f"no execution with an id starting {wanted!r} in {self._path}", fix=_LIST_HINT)
         count = self._query(f"SELECT COUNT(*) FROM executions {where}", pattern)[0][0]
@@ -365,7 +372,8 @@ class LogStore:
         """Executions matching every given filter, newest first; `limit=None` for all.
 
         `query` is full-text search words over code, output and errors (see
-        `runner.logs.search`); `since`/`until` bound the start time."""
+        `runner.logs.search`); `since`/`until` bound the start time. The records of a list
+        carry no files (`get_execution` reads an execution with its files)."""
         if limit is not None and limit < 1:
             raise ConfigurationError(f"limit must be at least 1, got {limit}", fix="pass a positive limit or None")
         where = ExecutionFilter.of(status=status, backend=backend, source=source, function=function,
@@ -392,8 +400,7 @@ class LogStore:
                 extra = list(last)
             rows = self._query(f"{_SELECT}{clause} ORDER BY started_at, id LIMIT ?",
                                [*params, *extra, batch])
-            for row in rows:
-                yield _from_row(row)
+            yield from self._with_files([_from_row(row) for row in rows])
             if len(rows) < batch:
                 return
             last = (rows[-1][1], rows[-1][0])
@@ -439,6 +446,17 @@ class LogStore:
                 ) from exc
 
     # -- internals -------------------------------------------------------------------
+
+    def _with_files(self, records: list[ExecutionRecord]) -> list[ExecutionRecord]:
+        """The records with their files (execution_files.py), read in one query."""
+        found = self.read(lambda conn: load_files(conn, [record.id for record in records]))
+        if not found:
+            return records
+        filed = []
+        for record in records:
+            request, result = with_files(record.request, record.result, found.get(record.id))
+            filed.append(record.model_copy(update={"request": request, "result": result}))
+        return filed
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Run a read under the lock; SQLite errors become LogStoreError (translated once, here)."""
@@ -660,7 +678,9 @@ class transaction:
 def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, meta: dict[str, Any]) -> dict[str, Any]:
     """The row of one execution: every field once, in its column or in the *_extra_json."""
     error = result.error
-    result_extra = result.model_dump(exclude=set(_RESULT_COLUMN_FIELDS), exclude_defaults=True)
+    # Files have tables of their own (execution_files.py).
+    result_extra = result.model_dump(exclude=set(_RESULT_COLUMN_FIELDS) | {"files"},
+                                     exclude_defaults=True)
     if error is not None:
         error_extra = error.model_dump(exclude=set(_ERROR_COLUMN_FIELDS), exclude_defaults=True)
         if error_extra:
@@ -694,7 +714,7 @@ def _to_row(request: ExecutionRequest, result: ExecutionResult, source: str, met
         "cpu_ms": result.resources.cpu_ms,
         "max_rss_kb": result.resources.max_rss_kb,
         "meta_json": _json(meta),
-        "request_extra_json": _json(request.model_dump(exclude=set(_REQUEST_COLUMN_FIELDS),
+        "request_extra_json": _json(request.model_dump(exclude=set(_REQUEST_COLUMN_FIELDS) | {"files"},
                                                        exclude_defaults=True)),
         "result_extra_json": _json(result_extra),
         **_links(meta),
@@ -761,13 +781,19 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
 def insert_records(conn: sqlite3.Connection, records: Iterable[ExecutionRecord]) -> int:
     """Insert the records whose ids are not in the log yet, and index them; how many were
     new. For imports: the caller holds the transaction (`LogStore.write`)."""
-    added = 0
-    for record in records:
-        cursor = conn.execute(_INSERT_OR_IGNORE, _to_row(record.request, record.result,
-                                                         record.source, record.meta))
-        added += max(cursor.rowcount, 0)
+    added = sum(_insert_or_ignore(conn, record) for record in records)
     index_pending(conn)
     return added
+
+
+def _insert_or_ignore(conn: sqlite3.Connection, record: ExecutionRecord) -> int:
+    """Insert a record (and its files) unless its id is in the log; 1 if it was new."""
+    cursor = conn.execute(_INSERT_OR_IGNORE, _to_row(record.request, record.result,
+                                                     record.source, record.meta))
+    if cursor.rowcount > 0:
+        insert_files(conn, record.request, record.result)
+        return 1
+    return 0
 
 
 # Rows are added to the search index in batches of about this many: one index update per
@@ -810,13 +836,15 @@ def _spool_line(request: ExecutionRequest, result: ExecutionResult, source: str,
     return (json.dumps(record) + "\n").encode()
 
 
-def _row_from_spool(line: bytes) -> dict[str, Any]:
+def _record_from_spool(line: bytes) -> ExecutionRecord:
     data = json.loads(line)
     if not isinstance(data, dict):
         raise ValueError("a spool line must be a JSON object")
-    request = ExecutionRequest.model_validate(data["request"])
-    result = ExecutionResult.model_validate(data["result"])
-    return _to_row(request, result, str(data.get("source") or "api"), dict(data.get("meta") or {}))
+    # From JSON text, so that the files' bytes are read back from their base64.
+    request = ExecutionRequest.model_validate_json(json.dumps(data["request"]))
+    result = ExecutionResult.model_validate_json(json.dumps(data["result"]))
+    return ExecutionRecord(request=request, result=result, source=str(data.get("source") or "api"),
+                           meta=dict(data.get("meta") or {}))
 
 
 def _ends_with_newline(line: bytes) -> bytes:

@@ -14,6 +14,7 @@ what an action's `function_version` holds), and actions keep their order in the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -21,6 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ..agent.run import AgentRun, AgentTurn
+from ..files import check_name, media_type
+from ..types import OutputFile
 from .evaluations import EvaluationRecord, ItemRecord
 from .functions import Author, FunctionVersionRecord
 from .store import ExecutionRecord
@@ -53,6 +56,19 @@ def check_count(value: int | float | None, what: str) -> None:
         raise ValueError(f"{what} is {value}, which cannot be negative")
 
 
+def check_file(made: OutputFile) -> None:
+    """A file as the log records them: its digest, size and type are those of its bytes
+    (the log stores contents by digest: a wrong one would stand for another file's), its
+    name a relative path in the run's directory."""
+    check_name(made.name)
+    if made.kept:
+        if hashlib.sha256(made.data).hexdigest() != made.sha256 or len(made.data) != made.size:
+            raise ValueError(f"file {made.name[:80]!r}: its sha256 or size is not its content's")
+        if media_type(made.data) != made.media_type:
+            raise ValueError(f"file {made.name[:80]!r}: its media type is not its content's "
+                             f"({media_type(made.data)})")
+
+
 class ExecutionLine(ExecutionRecord):
     kind: Literal["execution"] = "execution"
 
@@ -68,6 +84,8 @@ class ExecutionLine(ExecutionRecord):
             value = self.meta.get(key)
             if isinstance(value, str):
                 check_id(value, f"its meta's {key}")
+        for made in result.files:
+            check_file(made)
         return self
 
 

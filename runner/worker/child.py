@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
-import json
 import math
 import os
 import random
@@ -28,8 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
-from . import error_types, jail, linux, privileges, seccomp, wire
-from .protocol import HEADER, read_message
+from . import error_types, jail, linux, privileges, run_files, seccomp, wire
+from .protocol import BLOBS, encode, read_message
 from .tracebacks import safe_str
 
 MIB = 1024 * 1024
@@ -124,12 +123,7 @@ class Reporter:
         return info.st_dev, info.st_ino
 
     def frame(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message, ensure_ascii=False, separators=(",", ":"),
-                          allow_nan=False).encode("utf-8", errors="replace")
-        if len(body) > wire.MAX_REPORT_BYTES:
-            raise ValueError(f"the result is {len(body)} bytes as JSON; at most "
-                             f"{wire.MAX_REPORT_BYTES} can be returned")
-        data = memoryview(HEADER.pack(len(body)) + body)
+        data = memoryview(encode(message, wire.MAX_REPORT_BYTES))  # FrameTooLarge: a ValueError
         try:
             if self._identity is None or self._pipe_identity() != self._identity:
                 raise OSError("the result channel was replaced")
@@ -148,9 +142,11 @@ class Reporter:
         self.frame({"kind": wire.DENIED, "message": _cap(message, MAX_MESSAGE_CHARS)})
 
     def report(self, outcome: dict[str, Any], seq: Any = None) -> None:
+        blobs = outcome.pop(BLOBS, None)  # the files' bytes: after the JSON, not in it
         outcome = _bounded_outcome(outcome)
         try:
-            self.frame({"kind": wire.REPORT, "outcome": outcome, wire.SEQ: seq})
+            self.frame({"kind": wire.REPORT, "outcome": outcome, wire.SEQ: seq,
+                        **({BLOBS: blobs} if blobs else {})})
         except (TypeError, ValueError, RecursionError, MemoryError) as exc:
             self.frame({"kind": wire.REPORT, wire.SEQ: seq, "outcome": {"kind": "error", "error": {
                 "type": error_types.RESULT_ERROR, "message": f"the result could not be returned: {exc}",
@@ -473,6 +469,29 @@ def _leave_if_forked(me: int) -> None:
         os._exit(0)
 
 
+def _run_with_files(executor: Executor, request: dict[str, Any], namespace: dict[str, Any],
+                    reporter: Reporter) -> dict[str, Any]:
+    """`_run_one`, with the request's files written into the working directory first and
+    the files the run made or changed there added to its outcome (run_files.py), for the
+    executors whose runs have a directory."""
+    if not executor.uses_files:
+        return _run_one(executor, request, namespace, reporter)
+    try:
+        run_files.write_inputs(request.get("files"), request.get(BLOBS))
+    except (OSError, ValueError) as exc:
+        return {"kind": "error", "error": {
+            "type": error_types.INPUT_FILES, "traceback": "",
+            "message": f"the files handed to the run could not be written: {safe_str(exc)}"}}
+    before = run_files.snapshot()
+    outcome = _run_one(executor, request, namespace, reporter)
+    cap = int(request["limits"].get("max_returned_files_mb") or 0) * MIB
+    try:
+        outcome.update(run_files.changed_files(before, cap))
+    except Exception as exc:
+        outcome["files_left_out"] = [f"(the files could not be read: {safe_str(exc)})"]
+    return outcome
+
+
 def _run_one(executor: Executor, request: dict[str, Any], namespace: dict[str, Any],
              reporter: Reporter) -> dict[str, Any]:
     me = os.getpid()
@@ -536,7 +555,7 @@ def child_main(executor: Executor, config: ChildConfig, *, session: bool, stdout
                 # A later block of a session in a container: its own CPU time (its other
                 # limits are the session's, set with the first block).
                 set_block_cpu_limit(request["limits"])
-            outcome = _run_one(executor, request, namespace, reporter)
+            outcome = _run_with_files(executor, request, namespace, reporter)
             if not session:
                 if workdir is not None:
                     # An empty working directory goes now, so that a run that made nothing

@@ -20,8 +20,10 @@ WORKER_ERROR = "WorkerError"  # the worker itself failed (status crashed)
 RESULT_ERROR = "ResultError"  # a value that could not be sent back (status error)
 FUNCTION_NOT_DEFINED = "FunctionNotDefined"  # a call of a name the code did not define
 SYNTAX_ERROR = "SyntaxError"  # the code did not compile; Python's own name
+INPUT_FILES = "InputFilesError"  # the files handed to the run could not be written (error)
 
 # -- the host: packages, engine, worker pool, sessions ------------------------------------
+NO_FILES = "NoFiles"  # files handed to a tier whose runs have none (restricted; denied)
 PACKAGE_UNAVAILABLE = "PackageUnavailable"  # a package refused by the backend (status denied)
 INSTALL_FAILED = "InstallFailed"  # packages could not be installed (status install_failed)
 ENGINE_UNAVAILABLE = "EngineUnavailable"  # no Docker engine (status crashed)
@@ -45,7 +47,7 @@ REFUSED_BEFORE_RUNNING = frozenset({INVALID_ARGUMENTS, UNKNOWN_FUNCTION})
 
 ALL = frozenset({
     TIMEOUT, MEMORY_ERROR, CRASH, DENIED, WORKER_ERROR, RESULT_ERROR, FUNCTION_NOT_DEFINED,
-    SYNTAX_ERROR, PACKAGE_UNAVAILABLE, INSTALL_FAILED, ENGINE_UNAVAILABLE, PROTOCOL_ERROR,
+    SYNTAX_ERROR, INPUT_FILES, NO_FILES, PACKAGE_UNAVAILABLE, INSTALL_FAILED, ENGINE_UNAVAILABLE, PROTOCOL_ERROR,
     WORKER_LOST, INVALID_REQUEST, INTERRUPTED, NODE_LOST, NO_CAPACITY, INVALID_ARGUMENTS,
     UNKNOWN_FUNCTION,
 })

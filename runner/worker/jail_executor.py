@@ -8,25 +8,22 @@ alone, as the Docker tier runs it in a container: any module of the view imports
 directory, and /tmp: a size-limited tmpfs that goes with the run), and calls cost what
 they cost in CPython. The restricted tier is this plus a policy above it.
 
-The worker imports the preloaded packages once (numpy, sympy, matplotlib with its Agg
-canvas, and whatever the request's package set adds), so every forked child finds them
-warm. Stdlib only, apart from what it preloads.
+The worker imports the preloaded packages once (numpy, sympy, matplotlib with the backend
+that saves `plt.show()`'s figures: preload.py), so every forked child finds them warm.
+Stdlib only, apart from what it preloads.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import errno
-import importlib
-import io
 import os
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-from . import jail, syscalls
+from . import jail, preload, syscalls
 from .child import ChildConfig, Reporter
 from .execution import run_request
 from .jailed import JailedChildren
@@ -37,8 +34,8 @@ DEFAULT_PRELOAD = ("numpy", "sympy", "mpmath", "matplotlib", "fractions", "decim
                    "random", "datetime", "csv", "io", "pathlib", "tempfile", "sqlite3")
 
 # What a run's process sees in its environment: its own directory as home, its own /tmp,
-# a headless plotting backend whose cache lives in the run's /tmp.
-RUN_ENVIRONMENT = {"HOME": jail.RUN_DIR, "TMPDIR": "/tmp", "MPLBACKEND": "Agg",
+# a headless plotting backend (plt.show() saves PNGs) whose cache lives in the run's /tmp.
+RUN_ENVIRONMENT = {"HOME": jail.RUN_DIR, "TMPDIR": "/tmp", "MPLBACKEND": preload.FIGURES_BACKEND,
                    "MPLCONFIGDIR": "/tmp/.matplotlib", "USER": "sandbox", "LOGNAME": "sandbox"}
 
 
@@ -58,14 +55,8 @@ class JailExecutor(JailedChildren):
     def preload(self) -> list[str]:
         """Import the preloaded packages once, in the worker, before the view is sealed
         (the host's tree is still there to import from), and warm them up."""
-        loaded = []
-        for name in self.preload_names:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                continue
-            loaded.append(name)
-        _warm_up_libraries(loaded)
+        loaded = preload.import_all(self.preload_names)
+        preload.warm_up(loaded)
         return loaded
 
     def prepare_children(self, view: jail.View) -> None:
@@ -125,26 +116,3 @@ def _compile(tree: ast.Module, filename: str, context: dict[str, Any]) -> Any:
 
 class _NeverRaised(Exception):
     """Nothing is refused at run time by this executor: the kernel refuses what it must."""
-
-
-def _warm_up_libraries(loaded: list[str]) -> None:
-    """What the first use of a preloaded library would otherwise cost every run: sympy's
-    caches, matplotlib's pyplot, Agg canvas and fonts (a figure drawn to memory)."""
-    if "sympy" in loaded:
-        import sympy
-
-        x = sympy.Symbol("x")
-        sympy.solve(x**2 - 4, x)
-        sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
-    if "matplotlib" in loaded:
-        with contextlib.suppress(Exception):
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-
-            figure, axes = plt.subplots()
-            axes.plot([0, 1], [1, 0])
-            axes.set_title("warm-up")
-            figure.savefig(io.BytesIO(), format="png")
-            plt.close(figure)

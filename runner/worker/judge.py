@@ -14,6 +14,7 @@ from typing import Any
 from . import error_types, wire
 from .cgroup import oom_kills
 from .observe import Observation
+from .protocol import BLOBS
 
 TRUNCATION_MARKER = "\n[... output truncated ...]\n"
 # CPU time is read in clock ticks on some kernels: a SIGXCPU at the limit may read a
@@ -32,7 +33,12 @@ def _fail(status: str, type_: str, message: str, exit_code: int | None) -> dict[
 
 def judge(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:
     """The result fields of one request (wire.RESULT_FIELDS)."""
-    return _with_output(_status(seen, limits), seen)
+    judged = _with_output(_status(seen, limits), seen)
+    if seen.outcome is not None:
+        # The run's files, whatever its status: its output (the host checks them).
+        judged.update({key: seen.outcome[key] for key in (*wire.FILE_FIELDS, BLOBS)
+                       if key in seen.outcome})
+    return judged
 
 
 def _status(seen: Observation, limits: dict[str, Any]) -> dict[str, Any]:

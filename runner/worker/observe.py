@@ -26,7 +26,15 @@ from . import wire
 from .cgroup import CpuMeter, oom_kills
 from .cgroup import cpu_used_ns as cgroup_cpu_used_ns
 from .child import process_cpu_ns
-from .protocol import FrameReader, ProtocolError, write_message
+from .protocol import (
+    BLOBS,
+    PIPE_DEFAULT_BYTES,
+    PIPE_MOST_BYTES,
+    FrameReader,
+    ProtocolError,
+    make_room,
+    write_message,
+)
 
 DRAIN_SECONDS = 0.5  # after the child exits, how long descendants may keep pipes open
 PF_EXITING = 0x4
@@ -315,7 +323,7 @@ def watch(child: ChildPipes, request: dict[str, Any], *, one_shot: bool,
         for fd in ready:
             if fd == child.pidfd:
                 continue
-            chunk = _read_available(fd)
+            chunk = _read_available(fd, PIPE_MOST_BYTES if fd == child.result else PIPE_DEFAULT_BYTES)
             if chunk is None:
                 continue
             if not chunk:
@@ -367,6 +375,7 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
     if seen.malformed is not None:
         return
     child.reader.feed(chunk)
+    make_room(child.result, child.reader.needed())
     while True:
         try:
             frame = child.reader.next()
@@ -392,6 +401,8 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
                     seen.trailing = seen.trailing or "a report for another block"
             elif seen.outcome is None:
                 seen.outcome = frame["outcome"]
+                if frame.get(BLOBS):  # the bytes of the files it made (run_files.py)
+                    seen.outcome[BLOBS] = frame[BLOBS]
             else:
                 seen.trailing = seen.trailing or "a second report"
         else:
@@ -399,10 +410,10 @@ def _take_frames(child: ChildPipes, chunk: bytes, seen: Observation) -> None:
             return
 
 
-def _read_available(fd: int) -> bytes | None:
+def _read_available(fd: int, size: int = PIPE_DEFAULT_BYTES) -> bytes | None:
     """What the pipe holds now; b"" at end of file, None when nothing is there yet."""
     try:
-        return os.read(fd, 1 << 16)
+        return os.read(fd, size)
     except BlockingIOError:
         return None
     except OSError:

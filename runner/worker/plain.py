@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import ast
 import builtins
-import importlib
 import os
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-from . import jail, privileges
+from . import jail, preload, privileges
 from .child import ChildConfig, Reporter
 from .execution import run_request
 
-DEFAULT_PRELOAD = ("sympy", "numpy", "mpmath", "fractions", "decimal", "statistics",
+DEFAULT_PRELOAD = ("sympy", "numpy", "mpmath", "matplotlib", "fractions", "decimal", "statistics",
                    "itertools", "functools", "collections", "json", "re", "math", "random",
                    "datetime")
 
@@ -43,21 +42,9 @@ class PlainExecutor:
 
     def preload(self) -> list[str]:
         """Import the usual libraries once, so each run's child finds them warm."""
-        loaded = []
-        for name in self.preload_names:
-            try:
-                importlib.import_module(name)
-            except Exception:  # an optional library missing from this image is fine
-                continue
-            loaded.append(name)
+        loaded = preload.import_all(self.preload_names)
         self.own_user_namespaces = _user_namespaces_work(self.run_as)
-        if "sympy" in loaded:
-            import sympy
-
-            x = sympy.Symbol("x")
-            sympy.solve(x**2 - 4, x)
-            sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
-            sympy.factorint(2**32 + 1)
+        preload.warm_up(loaded)
         return loaded
 
     confined_before_request = False  # the container is the boundary; limits set in the child

@@ -40,7 +40,7 @@ from .cleanup import nothing_left
 from .forkserver import CLEAN, FORK_RUN, FORK_SESSION, ForkClient, serve_forks
 from .judge import judge
 from .observe import ChildPipes, await_ready, kill_group, open_pidfd, watch
-from .protocol import MAX_MESSAGE_BYTES, ProtocolError, read_message, write_message
+from .protocol import BLOBS, MAX_MESSAGE_BYTES, ProtocolError, read_message, write_message
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -304,7 +304,7 @@ def _could_not_start(reason: str = "out of processes or memory on the host"
 
 def _child_request(message: dict[str, Any]) -> dict[str, Any]:
     """What a child gets: the work, not the protocol's message id or type."""
-    return {key: message[key] for key in wire.REQUEST_FIELDS if key in message}
+    return {key: message[key] for key in (*wire.REQUEST_FIELDS, BLOBS) if key in message}
 
 
 def _write_reply(fd: int, reply: dict[str, Any]) -> None:

@@ -37,19 +37,25 @@ MEMORY_IN_USE = "memory_in_use"
 REPLY_TYPES = {RUN: RESULT, SESSION_RUN: RESULT, SESSION_CLOSE: SESSION_CLOSED, PING: PONG}
 
 # The work a request carries (besides `type` and `id`).
-REQUEST_FIELDS = ("code", "limits", "preamble", "call", "filename")
+REQUEST_FIELDS = ("code", "limits", "preamble", "call", "filename", "files")
 # The fields of `Limits` the worker reads.
 LIMIT_FIELDS = ("timeout_s", "cpu_s", "memory_mb", "max_output_bytes", "max_processes",
-                "max_open_files", "max_file_size_mb", "disk_mb")
+                "max_open_files", "max_file_size_mb", "disk_mb", "max_returned_files_mb")
 
 # The jail tier's directory per run (Limits.disk_mb), until a request says otherwise.
 DEFAULT_DISK_MB = 128
+# The most a run may return in files (attachments of its report, which holds MAX_REPORT_BYTES).
+MAX_RETURNED_FILES_MB = 20
 
 # What a RESULT carries: every one is a field of `ExecutionResult` of the same name,
 # except SESSION_STARTED (the host's session reads it).
 RESULT_FIELDS = ("status", "exit_code", "stdout", "stderr", "stdout_truncated",
                  "stderr_truncated", "error", "return_value", "return_repr", "return_is_repr",
-                 "duration_ms", "resources")
+                 "duration_ms", "resources", "files", "files_truncated", "files_left_out")
+# What a report's outcome may carry of the files a run made (worker/run_files.py); the
+# host reads "files" ([[name, index], ...], the bytes being the reply's attachments:
+# protocol.BLOBS) through runner.files.decode_outputs. A request's "files" are the same.
+FILE_FIELDS = ("files", "files_truncated", "files_left_out")
 SESSION_STARTED = "session_started"
 # A session block's number, sent by the supervisor with the block and echoed in its
 # report, so that a report left over from an earlier block is never taken for this one.

@@ -37,7 +37,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..query import PAGE_SIZE
 from ..store import LogStore
-from . import math_pages, pages
+from . import file_pages, math_pages, pages
 from .common import EXCEPTION_HANDLERS
 from .html import stylesheet
 
@@ -151,7 +151,7 @@ def create_app(db_path: Path | str, *, token: str | None = None,
         return Response(css, media_type="text/css")
 
     app = Starlette(
-        routes=[*pages.routes(), *math_pages.routes(), *routes,
+        routes=[*pages.routes(), *file_pages.routes(), *math_pages.routes(), *routes,
                 Route("/static/pygments.css", pygments_css),
                 Mount("/static", app=StaticFiles(directory=_STATIC), name="static")],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from ...errors import ConfigurationError, LogStoreError, NotFoundError, RunnerError
+from ...files import format_size
 from ..execution_text import format_duration, status_label
 from ..query import parse_time
 from ..store import LogStore
@@ -83,7 +84,7 @@ def _environment() -> jinja2.Environment:
         visible=html.visible, code=html.code_block, json_block=html.json_block,
         hits=html.hits, when=_when, duration=format_duration, kb=_kb, first_line=_first_line,
         to_json=lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr),
-        shown_status=status_label,
+        shown_status=status_label, filesize=format_size,
     )
     env.globals["stop_words"] = STOP_WORDS
     return env

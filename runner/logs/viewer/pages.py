@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ...errors import ConfigurationError, NotFoundError
+from ...files import RASTER_IMAGES
 from ...types import Limits, Status
 from ..agent import AgentLog, load_executions
 from ..functions import FunctionVersionLog
@@ -103,6 +104,7 @@ def execution(request: Request, store: LogStore) -> Response:
               for field in Limits.model_fields]
     return render_page(request, "execution.html", {
         "record": record, "result": result, "req": request_, "bodies": bodies, "limits": limits,
+        "raster": RASTER_IMAGES,
         "agent_run_id": links[0], "agent_turn": links[1], "replay_of": links[2],
         "replays": store.read(lambda conn: replays_of(conn, record.id)),
         "full": full,

@@ -1,0 +1,58 @@
+"""What a worker imports once, before it forks any child, and how it warms it up.
+
+Both tiers that run real Python (the jail tier on the host, the Docker tier in its image)
+import the usual libraries in the worker, so every forked child finds them warm, and then
+do once what their first use would otherwise cost every run: sympy's caches, and
+matplotlib's pyplot, Agg canvas and fonts, with the backend that saves `plt.show()`'s
+figures (figures.py). Only trusted, preinstalled libraries are imported here: a package a
+run asked for imports in that run. Stdlib only, apart from what it imports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+from collections.abc import Iterable
+
+# matplotlib's name for figures.py: the worker package's own (runner.worker on the host,
+# worker in the sandbox image).
+FIGURES_BACKEND = f"module://{__package__}.figures"
+
+
+def import_all(names: Iterable[str]) -> list[str]:
+    """Import each module that is there; the ones that imported."""
+    loaded = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            continue
+        loaded.append(name)
+    return loaded
+
+
+def warm_up(loaded: Iterable[str]) -> None:
+    loaded = set(loaded)
+    if "sympy" in loaded:
+        import sympy
+
+        x = sympy.Symbol("x")
+        sympy.solve(x**2 - 4, x)
+        sympy.simplify(sympy.sympify("(x**2 - 1)/(x - 1)"))
+        sympy.factorint(2**32 + 1)
+    if "matplotlib" in loaded:
+        with contextlib.suppress(Exception):
+            import matplotlib
+
+            # A run that imports matplotlib afresh (not preloaded) finds it through this.
+            os.environ["MPLBACKEND"] = FIGURES_BACKEND
+            matplotlib.use(FIGURES_BACKEND)
+            import matplotlib.pyplot as plt
+
+            figure, axes = plt.subplots()
+            axes.plot([0, 1], [1, 0])
+            axes.set_title("warm-up")
+            figure.savefig(io.BytesIO(), format="png")
+            plt.close(figure)
