@@ -9,6 +9,7 @@ was answered, 1 for any other ending (and for runner errors), 2 for usage errors
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,7 +18,17 @@ from .agent.context import DEFAULT_CONTEXT_CHARS
 from .agent.run import AgentStatus
 from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
-from .cli_options import backend_options, count_option, limit, model_options, number, ray_options
+from .cli_options import (
+    backend_options,
+    count_option,
+    file_options,
+    files_argument,
+    limit,
+    model_options,
+    number,
+    ray_options,
+    write_out,
+)
 from .cli_output import RAW_HELP, Printer
 from .terminal import json_text, sanitize_for_terminal
 from .terminal import status as status_text
@@ -66,6 +77,9 @@ def _progress_line(turn: Any) -> str:
               default=DEFAULT_CONTEXT_CHARS, show_default=True,
               help="Characters of conversation sent per request at most: older long replies and "
                    "outputs are cut in what is sent (never in the log).")
+@click.option("--images", "attach_images", is_flag=True,
+              help="Show the model the images its code made (for a model that reads images).")
+@file_options
 @click.option("--json", "as_json", is_flag=True, help="Print the run as one JSON object.")
 @click.option("--raw", is_flag=True, help=RAW_HELP)
 @ray_options
@@ -73,7 +87,8 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
                   base_url: str | None, api_key: str | None, max_turns: int, max_failures: int,
                   budget_s: float, timeout_s: float | None, backend: str,
                   temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                  retries: int, context_chars: int, as_json: bool, raw: bool,
+                  retries: int, context_chars: int, attach_images: bool, given: tuple[str, ...],
+                  out: Path | None, force: bool, as_json: bool, raw: bool,
                   ray_address: str | None, ray_inner: str | None) -> None:
     """Let a model work on TASK, running what it asks for in the sandbox.
 
@@ -91,12 +106,14 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
                      timeout_s=llm_timeout, max_retries=retries, temperature=temperature,
                      max_tokens=max_tokens)
     limits = Limits().with_overrides(timeout_s=timeout_s)
+    files = files_argument(given)
     with Sandbox(backend=backend, source="agent", limits=limits, **options) as sandbox:
         agent = Agent(llm, functions, protocol=protocol, sandbox=sandbox, max_turns=max_turns,
                       max_consecutive_failures=max_failures, budget_s=budget_s,
-                      max_context_chars=context_chars, on_turn=None if as_json else _progress)
+                      max_context_chars=context_chars, on_turn=None if as_json else _progress,
+                      attach_images=attach_images)
         try:
-            run = agent.run(task)
+            run = agent.run(task, files=files)
         except KeyboardInterrupt:
             stopped = agent.last_run  # logged as interrupted before Ctrl-C went on
             if stopped is None:
@@ -118,6 +135,7 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
             if run.error.get("fix"):
                 printer.text(f"runner: fix: {run.error.get('fix')}", err=True)
         _print_ending(run, printer)
+    write_out(run, out, force=force)
     sys.exit(0 if run.status == "answered" else 1)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..files import format_size
 from ..types import ExecutionResult, Status
 from ..worker import error_types
 
@@ -211,7 +212,8 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
     problem = problem_for_result(result, label=label, spec=spec, template=template, kind=kind)
     where = f"the log (execution {result.id})"
     output = _output(result)
-    if problem is None and require_output and kind == "code" and not output.strip():
+    if problem is None and require_output and kind == "code" and not output.strip() \
+            and not result.files:
         problem = no_output(label, template=template, execution_id=result.id)
     if problem is None:
         body, cut = _success_text(result, label=label, kind=kind, output=output, max_chars=max_chars,
@@ -221,6 +223,8 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
         problems.append(problem)
         text = render(problem, max_chars=max_chars)
         cut = False
+    if result.files or result.files_left_out:
+        text += "\n" + files_made(result)
     sandbox_cut = result.stdout_truncated or result.stderr_truncated
     if sandbox_cut or cut:
         truncated = _truncated(result, sandbox_cut=sandbox_cut, display_cut=cut)
@@ -228,6 +232,20 @@ def observe(result: ExecutionResult, *, label: str, spec: Any = None, template: 
         text += "\n" + render(truncated, max_chars=max_chars)
     return ActionReport(text=text, ok=result.status is Status.OK and problem is None, problems=tuple(problems),
                        execution_id=result.id, call_id=call_id)
+
+
+def files_made(result: ExecutionResult, *, most: int = 20) -> str:
+    """The files a run made, for the model: name, size and type of each (the bytes stay in
+    the result and the log), and those that did not fit."""
+    shown = [f"{made.name} ({format_size(made.size)}, {made.media_type})"
+             for made in result.files[:most]]
+    if len(result.files) > most:
+        shown.append(f"and {len(result.files) - most} more")
+    text = "Files made: " + ", ".join(shown) if shown else "No files came back"
+    if result.files_left_out:
+        text += (f"; left out (past the limit of {result.limits.max_returned_files_mb} MB of files "
+                 f"per run): {', '.join(result.files_left_out[:most])}")
+    return text + "."
 
 
 def no_output(label: str, *, template: str, execution_id: str | None = None) -> Feedback:

@@ -58,18 +58,20 @@ from typing import Any
 from ..backends.base import DEFAULT_BACKEND
 from ..budget import TimeBudget
 from ..errors import ConfigurationError, LLMError, RunnerError, ToolsNotSupportedError
+from ..files import input_files
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs.agent import AgentLog
 from ..logs.store import LogStore
 from ..ranges import Range, require
 from ..sandbox import Sandbox
-from ..types import ExecutionResult, Limits, Status
+from ..types import ExecutionResult, InputFile, Limits, Status
 from . import feedback
 from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopAction
 from .context import DEFAULT_CONTEXT_CHARS, fit
 from .feedback import ActionReport
 from .host import HostCall, HostFunction
+from .images import drop_old_images, image_message
 from .llm import ChatModel, ChatReply, Message
 from .protocols import ReplyProtocol, get_protocol
 from .run import AgentRun, AgentStatus, AgentTurn
@@ -84,8 +86,10 @@ class Agent:
     """Runs tasks through a model, a reply protocol and a sandbox; see the module docstring.
 
     `functions` is a FunctionSet, or specs / `@tool` functions / dicts to make one of.
-    Without a `sandbox`, each run gets a restricted one of its own. `limits` apply to each
-    execution (default: the sandbox's); `budget_s` bounds the sandbox time of a whole run.
+    Without a `sandbox`, each run gets one of its own (the default tier). `limits` apply to
+    each execution (default: the sandbox's); `budget_s` bounds the sandbox time of a whole
+    run. `attach_images` (for a model that reads images) shows it the images each turn's
+    code made, after the turn's feedback (runner.agent.images).
     """
 
     def __init__(self, llm: ChatModel, functions: FunctionSet | Iterable[Any] | None = None,
@@ -96,7 +100,8 @@ class Agent:
                  max_context_chars: int = DEFAULT_CONTEXT_CHARS,
                  system_prompt: str | None = None, log: LogTarget = True,
                  on_turn: Callable[[AgentTurn], None] | None = None,
-                 handlers: Mapping[str, HostFunction] | None = None) -> None:
+                 handlers: Mapping[str, HostFunction] | None = None,
+                 attach_images: bool = False) -> None:
         require("max_turns", max_turns, Range(1, False, 100_000, integer=True),
                 fix="pass a positive number of turns")
         require("max_consecutive_failures", max_consecutive_failures,
@@ -121,17 +126,21 @@ class Agent:
         self.on_turn = on_turn
         self._log_target = log
         self.handlers = dict(handlers or {})
+        self.attach_images = attach_images
         unknown = sorted(set(self.handlers) - set(self.functions.names))
         if unknown:
             raise ConfigurationError(f"handlers for functions the set does not have: {', '.join(unknown)}",
                                      fix="a host function needs its spec in the agent's functions too")
 
-    def run(self, task: str) -> AgentRun:
-        """Work on `task` until an answer or a limit; the run, as logged."""
+    def run(self, task: str, *, files: Any = None) -> AgentRun:
+        """Work on `task` until an answer or a limit; the run, as logged. `files` ({name:
+        bytes, text or a Path}) are in the directory of every execution of the run; the
+        files its executions made are on the run (`files`, newest version by name)."""
+        given = input_files(files)
         owns_sandbox = self.sandbox is None
         sandbox = self.sandbox or Sandbox(backend=DEFAULT_BACKEND, source="agent")
         try:
-            return _Conversation(self, sandbox, task).run()
+            return _Conversation(self, sandbox, task, given).run()
         finally:
             if owns_sandbox:
                 sandbox.close()
@@ -150,14 +159,15 @@ def _as_set(functions: FunctionSet | Iterable[Any] | None) -> FunctionSet:
 class _Conversation:
     """The state of one run: messages so far, failures, the sandbox session."""
 
-    def __init__(self, agent: Agent, sandbox: Sandbox, task: str) -> None:
+    def __init__(self, agent: Agent, sandbox: Sandbox, task: str,
+                 files: tuple[InputFile, ...] = ()) -> None:
         self.agent = agent
         self.protocol = agent.protocol
         self.functions = agent.functions
         self.sandbox = sandbox
         self.template = self.protocol.template(self.functions)
         self.runner = ActionRunner(sandbox, self.functions, limits=agent.limits or sandbox.limits,
-                                   budget_s=agent.budget_s)
+                                   budget_s=agent.budget_s, files=files)
         self.failures: dict[str, int] = {}
         self.disabled: set[str] = set()
         self.failed_calls: set[str] = set()
@@ -219,7 +229,7 @@ class _Conversation:
             run = self.run_record.model_copy(update={
                 "status": status, "final_answer": answer, "stop_reason": reason, "error": error,
                 "finished_at": datetime.now(UTC), "sandbox_ms": self.runner.used_ms,
-                "turns": list(self.turns)})
+                "turns": list(self.turns), "files": list(self.runner.made.values())})
             run = self._log_whole(run)
             self.agent.last_run = run
         if stopped is not None:
@@ -228,7 +238,7 @@ class _Conversation:
 
     def _turn(self, number: int) -> tuple[AgentStatus, str | None, str | None, dict[str, Any] | None] | None:
         """One request and what follows; how the run ends, or None to go on."""
-        sent = fit(self.messages, self.agent.max_context_chars)
+        sent = fit(drop_old_images(self.messages), self.agent.max_context_chars)
         started = datetime.now(UTC)
         partial = self._partial = _Partial(number, started, sent)
         try:
@@ -267,6 +277,10 @@ class _Conversation:
             feedback_messages = self.rules.respond(reply, step.observations, step.notes)
         else:
             feedback_messages = self.protocol.feedback_messages(reply, step.observations, step.notes)
+        made = self.runner.take_new_files()
+        shown = image_message(made) if self.agent.attach_images and not ends else None
+        if shown is not None:
+            feedback_messages.append(shown)
         self._record(self._turn_record(partial, feedback_messages=feedback_messages))
         self.messages += [reply.message, *feedback_messages]
         if answer is not None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..types import OutputFile
+
 
 class AgentStatus(StrEnum):
     """How a run ended (`running` while it has not)."""
@@ -95,6 +97,9 @@ class AgentRun(BaseModel):
     # Why this run is not in the log, when neither the log nor its spool could take it
     # (None when it is there, or spooled to be imported the next time the log is opened).
     not_logged: str | None = None
+    # The files the run's executions made, newest version by name. Not logged with the
+    # run: its executions hold them (`runner logs files ID`).
+    files: list[OutputFile] = Field(default_factory=list, exclude=True)
 
     @property
     def prompt_tokens(self) -> int:
@@ -123,6 +128,8 @@ class AgentRun(BaseModel):
         data["prompt_tokens"] = self.prompt_tokens
         data["completion_tokens"] = self.completion_tokens
         data["usage"] = self.usage
+        data["files"] = [{"name": made.name, "size": made.size, "media_type": made.media_type,
+                          "sha256": made.sha256} for made in self.files]
         data["turns"] = [{
             "number": t.number, "reply": t.reply, "actions": t.actions, "feedback": t.feedback,
             "feedback_text": t.feedback_text, "notes": t.notes, "execution_ids": t.execution_ids,

@@ -5,7 +5,9 @@ an unknown name or invalid arguments come back as results and are logged like an
 execution). Code blocks run in one `Session` per conversation, opened on the first block,
 with the set's functions defined in it first (and again after a block that killed the
 session's process, since a restart loses every definition). Every execution's log row
-carries the agent run and turn in its meta.
+carries the agent run and turn in its meta. Files handed to the run are in every
+function call's directory and in the session's (again after a block that ended its
+process); the files the executions make are kept, newest version by name (`made`).
 
 The budget is total sandbox time (the sum of the executions' durations), kept by a
 `runner.budget.TimeBudget` (the same rule as a session's budget): each execution's
@@ -21,7 +23,7 @@ from ..budget import TimeBudget
 from ..errors import RunLostError
 from ..functions import call_function
 from ..ids import new_id
-from ..types import ExecutionResult, Limits, Status
+from ..types import ExecutionResult, InputFile, Limits, OutputFile, Status
 
 if TYPE_CHECKING:
     from ..functions import FunctionSet
@@ -35,14 +37,18 @@ class ActionRunner:
     """Runs one conversation's function calls and code blocks; see the module docstring."""
 
     def __init__(self, sandbox: Sandbox, functions: FunctionSet, *, limits: Limits,
-                 budget_s: float | None) -> None:
+                 budget_s: float | None, files: tuple[InputFile, ...] = ()) -> None:
         self.sandbox = sandbox
         self.functions = functions
         self.limits = limits
         self.budget = TimeBudget(budget_s)
         self.used_ms = 0
+        self.files = files  # in every function call's directory, and the session's
+        self.made: dict[str, OutputFile] = {}  # the newest version of each file made
+        self.new_files: list[OutputFile] = []  # made since the loop last took them
         self._session: Session | None = None
         self._needs_setup = True
+        self._needs_files = True  # the session's directory lacks the given files
 
     @property
     def exhausted(self) -> bool:
@@ -54,6 +60,9 @@ class ActionRunner:
     def _charge(self, result: ExecutionResult) -> None:
         self.budget.charge(result)
         self.used_ms += result.duration_ms
+        for made in result.files:
+            self.made[made.name] = made
+        self.new_files += result.files
         if run_was_lost(result):
             # Not something the code did, nor something the model can fix: the run ends
             # (crashed, RUN_LOST) and whoever drives it decides whether to run it again.
@@ -68,7 +77,8 @@ class ActionRunner:
         The execution's id goes into `ids` before it starts (an interrupted turn names it)."""
         ids.append(new_id())
         result = call_function(self.sandbox, self.functions, function, arguments,
-                               limits=self._limits(), meta=meta, execution_id=ids[-1])
+                               limits=self._limits(), meta=meta, execution_id=ids[-1],
+                               files=self.files)
         self._charge(result)
         return result
 
@@ -86,12 +96,22 @@ class ActionRunner:
                 setup = session.run(self.setup_code(), limits=self._limits(),
                                     meta={**meta, "agent_setup": True}, execution_id=ids[-1])
                 self._charge(setup)
+        if setup is not None and setup.status in _KILLED:
+            self._needs_files = True
+        files, self._needs_files = (self.files if self._needs_files else ()), False
         ids.append(new_id())
-        result = session.run(code, limits=self._limits(), meta=meta, execution_id=ids[-1])
+        result = session.run(code, limits=self._limits(), meta=meta, execution_id=ids[-1],
+                             files=files)
         self._charge(result)
         if result.status in _KILLED:
-            self._needs_setup = True  # the next block starts in a fresh process
+            # The next block starts in a fresh process, with an empty directory.
+            self._needs_setup = self._needs_files = True
         return result, setup
+
+    def take_new_files(self) -> list[OutputFile]:
+        """The files made since the last call (for the turn's images)."""
+        taken, self.new_files = self.new_files, []
+        return taken
 
     def setup_code(self) -> str:
         """The set's functions, as the source that defines them in the session."""

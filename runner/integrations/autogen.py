@@ -16,6 +16,12 @@ and "Timeout"; one in another language exit code 1 and "unknown language ..."; a
 is no longer waited for: it runs on in the sandbox until its own time limit (killed from
 outside there, and logged as it ended), and the next block starts in a fresh session.
 
+Files: with `work_dir=`, the directory's files are in the session's working directory for
+the blocks (as with AutoGen's own executors' `work_dir`), and what a block saves there (a
+`plt.show()` figure too, as figure-N.png) is written back into it and listed in the
+result's `output_files`; the agent's message names each file, its size and type.
+Without it, saved files go to a temporary directory (`executor.work_dir`).
+
 Each block runs in a worker thread (`asyncio.to_thread`), so the event loop and the
 team's other agents go on meanwhile. Every block's log row names the integration
 (`{"integration": "autogen"}`).
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autogen_core import CancellationToken
 from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
@@ -44,8 +51,10 @@ INTEGRATION = "autogen"
 
 @dataclass
 class RunnerCodeResult(CodeResult):
-    """AutoGen's `CodeResult`, with the ids of the executions in runner's log."""
+    """AutoGen's `CodeResult`, with the files the blocks saved (`output_files`, as its
+    Jupyter executors report them) and the ids of the executions in runner's log."""
 
+    output_files: list[Path] = field(default_factory=list)
     execution_ids: list[str] = field(default_factory=list)
 
 
@@ -78,7 +87,7 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor):
             if not done.add(run):
                 break
         return RunnerCodeResult(exit_code=done.exit_code, output=done.output,
-                                execution_ids=done.ids)
+                                output_files=done.saved, execution_ids=done.ids)
 
     async def start(self) -> None:
         """Nothing to start: the session opens with the first block."""

@@ -21,12 +21,14 @@ and the text a framework's model reads of a result.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
-from ..agent.feedback import clip
+from ..agent.feedback import clip, files_made
 from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
@@ -34,6 +36,7 @@ from ..sandbox import Sandbox
 from ..session import Session
 from ..terminal import sanitize_for_terminal
 from ..types import ExecutionResult, Limits, Status
+from .work_dir import WorkDir, agents_files, work_dir_argument
 
 INTEGRATION = "integration"  # the meta key that names the integration a run came through
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
@@ -94,12 +97,16 @@ class BlockRun:
     result: ExecutionResult
     setup: ExecutionResult | None = None
     fresh: bool = False  # the block ran in a new session (the first, or after a restart)
+    saved: list[Path] = field(default_factory=list)  # its files, as written to the work_dir
+    # What the model should know of the files: those not handed in, those not written back.
+    file_notes: list[str] = field(default_factory=list)
 
 
 @dataclass
 class _Current:
     session: Session
     needs_setup: bool = True
+    empty_dir: bool = True  # the session's directory holds nothing the work_dir handed it
     blocks: int = 0
 
 
@@ -111,12 +118,14 @@ class BlockSession:
 
     def __init__(self, sandbox: Sandbox, integration: str, *, limits: Limits,
                  packages: Iterable[str] = (), setup_code: str = "",
-                 meta: Mapping[str, Any] | None = None) -> None:
+                 meta: Mapping[str, Any] | None = None, work_dir: WorkDir | None = None) -> None:
         self.sandbox = sandbox
         self.integration = integration
         self.limits = limits
         self.packages = tuple(packages)
         self.setup_code = setup_code
+        self.work_dir = work_dir if work_dir is not None else WorkDir(
+            None, prefix=f"runner-{integration}-")
         self.meta = integration_meta(integration, meta)
         self.sessions_opened = 0
         self._current: _Current | None = None
@@ -143,17 +152,25 @@ class BlockSession:
                 self.sessions_opened += 1
             current = self._current
             needs_setup, current.needs_setup = current.needs_setup and bool(self.setup_code), False
+            empty_dir, current.empty_dir = current.empty_dir, False
         block_meta = {**self.meta, **(meta or {})}
         setup = None
         if needs_setup:
             setup = current.session.run(self.setup_code, limits=limits,
                                         meta={**block_meta, "setup": True})
-        result = current.session.run(code, limits=limits, meta=block_meta)
+        if empty_dir or (setup is not None and setup.status in KILLED):
+            self.work_dir.forget()
+        handover = self.work_dir.handover()
+        result = current.session.run(code, limits=limits, meta=block_meta,
+                                     files=handover.files or None)
         with self._lock:
             current.blocks += 1
             if result.status in KILLED or (setup is not None and setup.status in KILLED):
                 current.needs_setup = True  # the next block starts in a fresh process
-        return BlockRun(result=result, setup=setup, fresh=fresh)
+                current.empty_dir = True
+        saved, problems = self.work_dir.receive(result)
+        notes = [note for note in (handover.note(), _not_written(problems)) if note]
+        return BlockRun(result=result, setup=setup, fresh=fresh, saved=saved, file_notes=notes)
 
     def restart(self) -> None:
         """End the session; the next block starts a fresh one (nothing of this one is left)."""
@@ -175,6 +192,12 @@ class BlockSession:
             _close_later(current.session)
 
 
+def _not_written(problems: list[str]) -> str:
+    if not problems:
+        return ""
+    return "Note: these files could not be written to the working directory: " + "; ".join(problems[:5])
+
+
 class LazyBlocks:
     """An executor's one `BlockSession`, opened on first use (its functions defined first,
     their packages added) in the caller's sandbox, or in one of `backend` that it opens
@@ -182,8 +205,10 @@ class LazyBlocks:
 
     def __init__(self, integration: str, sandbox: Sandbox | None, backend: str,
                  backend_options: Mapping[str, Any], *, limits: Limits,
-                 packages: Iterable[str], functions: FunctionSet | None) -> None:
+                 packages: Iterable[str], functions: FunctionSet | None,
+                 work_dir: str | os.PathLike[str] | None = None) -> None:
         self.integration = integration
+        self.work_dir = WorkDir(work_dir_argument(work_dir), prefix=f"runner-{integration}-")
         self._sandbox = sandbox
         self._backend = backend
         self._backend_options = dict(backend_options)
@@ -203,7 +228,7 @@ class LazyBlocks:
             wanted = self.packages + (tuple(functions.packages) if functions is not None else ())
             self.opened = BlockSession(box, self.integration, limits=self.limits,
                                        packages=tuple(dict.fromkeys(wanted)),
-                                       setup_code=self.setup_code())
+                                       setup_code=self.setup_code(), work_dir=self.work_dir)
         return self.opened
 
     @property
@@ -235,6 +260,7 @@ class BlockOutputs:
         self.max_chars = max_chars
         self.parts: list[str] = []
         self.ids: list[str] = []
+        self.saved: list[Path] = []  # the files the blocks made, as written to the work_dir
         self.exit_code = 0
 
     def refuse(self, language: str) -> None:
@@ -248,7 +274,9 @@ class BlockOutputs:
     def add(self, run: BlockRun) -> bool:
         """Record a block that ran; whether the next may run (this one succeeded)."""
         self.ids.append(run.result.id)
-        self.parts.append(block_output(run.result, setup=run.setup, max_chars=self.max_chars))
+        self.parts.append(block_output(run.result, setup=run.setup, max_chars=self.max_chars,
+                                       notes=run.file_notes))
+        self.saved += run.saved
         self.exit_code = exit_code(run.result)
         return self.exit_code == 0
 
@@ -267,6 +295,9 @@ class SessionExecutor:
     wall-clock limit, over `limits` (the session's memory, process and file limits).
     `packages` are installed for the sandbox (never on the host). `functions`, a
     `FunctionSet`, are defined in the session before its first block, so blocks call them.
+    `work_dir`, a host directory, is kept in step with the session's working directory
+    (runner/integrations/work_dir.py): its files are there for the blocks, and the files
+    they save are written back; without it, saved files go to a temporary directory.
     """
 
     integration: ClassVar[str]
@@ -275,12 +306,19 @@ class SessionExecutor:
                  timeout: float | None = None, limits: Limits | None = None,
                  packages: Iterable[str] = (), functions: FunctionSet | None = None,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-                 meta: Mapping[str, Any] | None = None, **backend_options: Any) -> None:
+                 meta: Mapping[str, Any] | None = None,
+                 work_dir: str | os.PathLike[str] | None = None, **backend_options: Any) -> None:
         self.limits = block_limits(sandbox, limits, timeout)
         self.max_output_chars = max_output_chars
         self._meta = dict(meta or {})
         self._blocks = LazyBlocks(self.integration, sandbox, backend, backend_options,
-                                  limits=self.limits, packages=packages, functions=functions)
+                                  limits=self.limits, packages=packages, functions=functions,
+                                  work_dir=work_dir)
+
+    @property
+    def work_dir(self) -> Path | None:
+        """Where the blocks' files are (None until a block saved one, when none was given)."""
+        return self._blocks.work_dir.path
 
     @property
     def timeout(self) -> float:
@@ -324,8 +362,9 @@ def exit_code(result: ExecutionResult) -> int:
 
 
 def block_output(result: ExecutionResult, *, setup: ExecutionResult | None = None,
-                 max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
-    """What the block printed, then what went wrong, as a terminal would show it."""
+                 max_chars: int = DEFAULT_MAX_OUTPUT_CHARS, notes: Iterable[str] = ()) -> str:
+    """What the block printed, then what went wrong, then the files it made (and `notes`
+    about them), as a terminal would show it."""
     parts: list[str] = []
     if setup is not None and setup.status is not Status.OK:
         parts.append(f"Note: defining the session's functions failed, so they are missing: "
@@ -333,12 +372,14 @@ def block_output(result: ExecutionResult, *, setup: ExecutionResult | None = Non
     parts += _printed(result)
     if result.status is not Status.OK:
         parts.append(_problem(result))
-    return _shown(parts, result, max_chars)
+    return _shown(parts, result, max_chars, tail=[*_files_text(result), *notes])
 
 
-def printed_output(result: ExecutionResult, *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
-    """What the block printed (stdout, then stderr), as a terminal would show it."""
-    return _shown(_printed(result), result, max_chars)
+def printed_output(result: ExecutionResult, *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+                   notes: Iterable[str] = ()) -> str:
+    """What the block printed (stdout, then stderr), then the files it made (and `notes`
+    about them), as a terminal would show it."""
+    return _shown(_printed(result), result, max_chars, tail=[*_files_text(result), *notes])
 
 
 def _printed(result: ExecutionResult) -> list[str]:
@@ -349,10 +390,17 @@ def _printed(result: ExecutionResult) -> list[str]:
     return parts
 
 
-def _shown(parts: list[str], result: ExecutionResult, max_chars: int) -> str:
+def _files_text(result: ExecutionResult) -> list[str]:
+    shown = agents_files(result)
+    return [files_made(shown)] if shown.files or shown.files_left_out else []
+
+
+def _shown(parts: list[str], result: ExecutionResult, max_chars: int,
+           tail: Iterable[str] = ()) -> str:
+    """The parts, cut in the middle to `max_chars`, then `tail` (short, never cut)."""
     text = "".join(p if p.endswith("\n") else p + "\n" for p in parts).rstrip("\n")
     clipped, _ = clip(text, max_chars, where=f"runner's log (execution {result.id})")
-    return sanitize_for_terminal(clipped)
+    return sanitize_for_terminal("\n".join([clipped, *tail]) if clipped else "\n".join(tail))
 
 
 def _problem(result: ExecutionResult) -> str:

@@ -3,8 +3,9 @@
 Built on the official `mcp` SDK (`MCPServer`). Any MCP client (a desktop assistant, an IDE,
 an agent SDK) gets these tools:
 
-- `run_python(code, timeout_s, memory_mb, packages, session_id)`: run a block; with a
-  `session_id`, in that session (state carries);
+- `run_python(code, timeout_s, memory_mb, packages, session_id, files)`: run a block; with a
+  `session_id`, in that session (state carries); `files` are in its directory when it
+  starts, and the files it saves come back as content (runner/integrations/mcp_files.py);
 - `open_session(timeout_s, memory_mb, packages, budget_s)` -> `{"session_id"}`, and
   `close_session(session_id)`;
 - `list_functions()` and `call_function(name, arguments)`: the functions of the set the
@@ -14,8 +15,9 @@ Every result is runner's `ExecutionResult` as JSON (`status`, `stdout`, `stderr`
 `exit_code`, `return_value`, `limits`, ... : what `runner exec --json` prints), whatever the
 code did; a request the server cannot carry out (an unknown session, limits out of range)
 is an MCP tool error that says why. Resources: `runner://executions` (the newest runs made
-through this server) and `runner://executions/{id}` (one of them in full, as `runner logs
-show --json` prints it). Every run is in the log with source `mcp` and
+through this server), `runner://executions/{id}` (one of them in full, as `runner logs
+show --json` prints it, files without their bytes) and
+`runner://executions/{id}/files/{position}` (the bytes of a file it made). Every run is in the log with source `mcp` and
 `{"integration": "mcp", "mcp_tool": ...}` in its meta.
 
 Transports: stdio (what desktop assistants start), or streamable HTTP (`--http`) behind the
@@ -35,6 +37,7 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult
 from pydantic import Field
 
 from .. import __version__
@@ -42,9 +45,11 @@ from ..errors import ConfigurationError, NotFoundError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs import LogStore
+from ..logs.execution_files import OUT, file_row
 from ..sandbox import Sandbox
 from ..session import Session
 from .common import integration_meta
+from .mcp_files import FILE_URI, FileArgument, given_files, reply
 
 __all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
 
@@ -53,6 +58,8 @@ MAX_SESSIONS = 16
 RECENT = 20  # executions listed by runner://executions
 HTTP_PATH = "/mcp"
 
+_FILES = ("files for the run's directory, there before the code starts: "
+          "[{'name': 'data.csv', 'text': '...'}] or {'name', 'base64'}")
 _INSTRUCTIONS = """\
 Runs Python in runner's sandbox (restricted interpreter or Docker), with hard limits; nothing \
 reaches the host. Use run_python for one-off code; open_session and run_python with its \
@@ -75,19 +82,22 @@ class RunnerMCP:
     # -- the tools -------------------------------------------------------------------------------
 
     def run_python(self, code: str, timeout_s: float | None = None, memory_mb: int | None = None,
-                   packages: list[str] | None = None, session_id: str | None = None) -> dict[str, Any]:
+                   packages: list[str] | None = None, session_id: str | None = None,
+                   files: list[FileArgument] | None = None) -> CallToolResult:
         meta = integration_meta(INTEGRATION, {"mcp_tool": "run_python"})
+        given = given_files(files)
         if session_id is None:
             limits = self.sandbox.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-            return self.sandbox.run(code, limits=limits, packages=packages, meta=meta).to_json_dict()
+            return reply(self.sandbox.run(code, limits=limits, packages=packages, meta=meta,
+                                          files=given))
         session = self._session(session_id)
         if packages and tuple(packages) != session.packages:
             raise ConfigurationError(f"session {session_id} was opened with packages "
                                      f"{list(session.packages)}; a block cannot change them",
                                      fix="open another session with those packages")
         limits = session.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-        result = session.run(code, limits=limits, meta=meta).to_json_dict()
-        return {**result, "session_id": session_id}
+        return reply(session.run(code, limits=limits, meta=meta, files=given),
+                     {"session_id": session_id})
 
     def open_session(self, timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
@@ -114,10 +124,10 @@ class RunnerMCP:
         return [{"name": spec.name, "description": spec.description, "parameters": spec.parameters,
                  "version": self.functions.version(spec.name)} for spec in self.functions]
 
-    def call_function(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = self.sandbox.call(self.functions, name, arguments or {},
-                                   meta=integration_meta(INTEGRATION, {"mcp_tool": "call_function"}))
-        return result.to_json_dict()
+    def call_function(self, name: str, arguments: dict[str, Any] | None = None,
+                      files: list[FileArgument] | None = None) -> CallToolResult:
+        return reply(self.sandbox.call(self.functions, name, arguments or {}, files=given_files(files),
+                                       meta=integration_meta(INTEGRATION, {"mcp_tool": "call_function"})))
 
     # -- the resources -----------------------------------------------------------------------------
 
@@ -134,7 +144,25 @@ class RunnerMCP:
         if record.source != INTEGRATION:  # the rest of the log is not this server's to show
             raise NotFoundError(f"no execution {execution_id!r} made through this server",
                                 fix="runner://executions lists them")
-        return record.model_dump(mode="json")
+        shown = record.model_dump(mode="json")
+        for kind in ("request", "result"):  # the bytes are read one file at a time
+            for made in shown[kind].get("files", []):
+                made.pop("data", None)
+        return shown
+
+    def execution_file(self, execution_id: str, position: int) -> bytes:
+        """The bytes of a file a run made through this server, from the log."""
+        self.execution(execution_id)  # one of this server's runs, or NotFoundError
+        found = self._store().read(lambda conn: file_row(conn, execution_id, OUT, position))
+        if found is None:
+            raise NotFoundError(f"execution {execution_id} made no file {position}",
+                                fix="the result's files list each file's uri")
+        if found["data"] is None:
+            raise NotFoundError(f"the log recorded file {found['name']!r} without its bytes "
+                                "(its cap for files, RUNNER_LOG_FILES_MB, was reached)",
+                                fix="raise RUNNER_LOG_FILES_MB, or prune the log")
+        data: bytes = found["data"]
+        return data
 
     # -- the server's side ------------------------------------------------------------------------
 
@@ -172,8 +200,9 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
                    memory_mb: Annotated[int | None, Field(description="memory limit, MB")] = None,
                    packages: Annotated[list[str] | None, Field(description="requirements, e.g. ['sympy']")] = None,
                    session_id: Annotated[str | None, Field(description="run in this session")] = None,
-                   ) -> dict[str, Any]:
-        return state.run_python(code, timeout_s, memory_mb, packages, session_id)
+                   files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
+                   ) -> Annotated[CallToolResult, dict[str, Any]]:
+        return state.run_python(code, timeout_s, memory_mb, packages, session_id, files)
 
     def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
@@ -185,11 +214,15 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
     def list_functions() -> list[dict[str, Any]]:
         return state.list_functions()
 
-    def call_function(name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        return state.call_function(name, arguments)
+    def call_function(name: str, arguments: dict[str, Any] | None = None,
+                      files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
+                      ) -> Annotated[CallToolResult, dict[str, Any]]:
+        return state.call_function(name, arguments, files)
 
     tool(run_python, "Run Python in the sandbox. Returns the result: status (ok, error, timeout, "
-                     "memory_limit, denied, ...), stdout, stderr, error, exit_code, duration_ms.")
+                     "memory_limit, denied, ...), stdout, stderr, error, exit_code, duration_ms, "
+                     "and the files the code saved in its directory (images as images; "
+                     "plt.show() saves each figure).")
     tool(open_session, "Open a session: blocks run with its session_id share variables. Returns "
                        "the session_id.")
     tool(close_session, "Close a session opened with open_session.")
@@ -202,6 +235,14 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
                      description=f"The {RECENT} newest runs made through this server.")
     def recent() -> list[dict[str, Any]]:
         return state.recent_executions()
+
+    @server.resource(FILE_URI, name="execution file", mime_type="application/octet-stream",
+                     description="A file a run made through this server, as the log kept it.")
+    def one_file(execution_id: str, position: str) -> bytes:
+        try:
+            return state.execution_file(execution_id, int(position) if position.isdigit() else -1)
+        except RunnerError as exc:
+            raise ResourceError(f"[{exc.code}] {exc}") from None
 
     @server.resource("runner://executions/{execution_id}", name="execution",
                      mime_type="application/json",

@@ -11,10 +11,15 @@
 - State: every step's code runs in one runner session, so variables, imports and
   functions carry from step to step (and from run to run, until `cleanup()`).
 - `final_answer(value)` ends the run with `value`: in the sandbox it raises
-  `FinalAnswerException` carrying the value as JSON (what smolagents' own remote executors
-  do), which the executor turns into `CodeOutput(is_final_answer=True)`. Values JSON cannot
-  carry come back as their `str()`; a value longer than the sandbox keeps of an error
-  message (64 KB) comes back cut, as text.
+  `FinalAnswerException` carrying the value in smolagents' safe serialization (what its
+  own remote executors do), which the executor turns into `CodeOutput(is_final_answer=True)`:
+  tuples, sets, bytes, dates, arrays and PIL images come back as themselves, read as
+  hostile (runner/integrations/smolagents_values.py); other values as their `str()`.
+- Files and images: a step's printed output names the files it made (name, size, type);
+  the images among them (a `plt.show()` figure is saved as figure-N.png) are the step's
+  output, as PIL images, as smolagents' own executors return an image result, and
+  `attach_images` (a step callback) shows them to a vision model. `work_dir=` keeps a
+  host directory in step with the session's (runner/integrations/work_dir.py).
 - `send_variables`: the agent's variables (`additional_args`) are set in the session from
   JSON data, pasted as string literals, so no value can become code; a value JSON cannot
   carry is a clear error.
@@ -44,8 +49,10 @@ from __future__ import annotations
 import inspect
 import json
 import keyword
+import os
 import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
@@ -55,7 +62,6 @@ from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, FunctionDefinitionError
 from ..functions import FunctionSet, FunctionSpec, spec_from_callable
 from ..sandbox import Sandbox
-from ..terminal import sanitize_for_terminal
 from ..types import ExecutionResult, Limits, Status
 from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
 from .common import (
@@ -66,6 +72,7 @@ from .common import (
     functions_source,
     printed_output,
 )
+from .smolagents_values import SANDBOX_SOURCE, decode_answer, images_of
 
 __all__ = ["FINAL_ANSWER_EXCEPTION", "RunnerPythonExecutor", "StepFailed", "authorized_packages",
            "tool_spec", "variables_code"]
@@ -80,9 +87,11 @@ class {FINAL_ANSWER_EXCEPTION}(BaseException):
     """Raised by final_answer: it ends the step, and the run, with the answer."""
 
 
+{SANDBOX_SOURCE}
+
 def final_answer(answer):
     """Ends the task with `answer` as its result."""
-    raise {FINAL_ANSWER_EXCEPTION}(_runner_json.dumps(answer, default=str))
+    raise {FINAL_ANSWER_EXCEPTION}(_runner_answer_text(answer))
 '''
 # Import names whose package has another name on the package index.
 _PACKAGE_NAMES = {"PIL": "pillow", "sklearn": "scikit-learn", "cv2": "opencv-python-headless",
@@ -103,7 +112,9 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
     `sandbox`: a `Sandbox` to run in (else one of `backend` with `backend_options` is
     opened on first use and closed by `cleanup`). `timeout` (seconds) is each step's
     wall-clock limit, over `limits`. `packages` are installed for the sandbox; `functions`
-    (a `FunctionSet`) are defined in the session with the agent's tools.
+    (a `FunctionSet`) are defined in the session with the agent's tools. `work_dir`, a
+    host directory, is kept in step with the session's working directory (its files are
+    there for the steps; the files they save are written back).
     """
 
     def __init__(self, sandbox: Sandbox | None = None, *, backend: str = DEFAULT_BACKEND,
@@ -111,6 +122,7 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
                  limits: Limits | None = None, packages: Iterable[str] = (),
                  functions: FunctionSet | None = None,
                  max_print_outputs_length: int = DEFAULT_MAX_OUTPUT_CHARS,
+                 work_dir: str | os.PathLike[str] | None = None,
                  **backend_options: Any) -> None:
         self.limits = block_limits(sandbox, limits, timeout)
         tier = sandbox.backend if sandbox is not None else backend
@@ -119,9 +131,10 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
             "smolagents-tools", log_store=False)
         self.tools: list[FunctionSpec] = []
         self.max_print_outputs_length = max_print_outputs_length
+        self.last_images: list[Any] = []  # PIL images the last step made
         self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
                                   limits=self.limits, packages=self.packages,
-                                  functions=self.functions)
+                                  functions=self.functions, work_dir=work_dir)
         self._blocks.setup_code = self._setup_code  # final_answer, the functions, the tools
 
     # -- smolagents' protocol ---------------------------------------------------------------------
@@ -162,17 +175,33 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
             raise StepFailed(block_output(result), result)
 
     def __call__(self, code_action: str) -> CodeOutput:
-        """Run one step's code; its printed output, and the final answer if it gave one."""
+        """Run one step's code: its printed output (and the files it made, named), with the
+        final answer if it gave one, else the images it made (a figure from `plt.show()`
+        or `savefig`: one PIL image, or a list of them), as smolagents' own executors
+        return an image result."""
         run = self._blocks.get().run(code_action, meta={"smolagents": "step"})
         result = run.result
-        logs = printed_output(result, max_chars=self.max_print_outputs_length)
+        self.last_images = images_of(result.files)
+        logs = printed_output(result, max_chars=self.max_print_outputs_length, notes=run.file_notes)
         if result.status is Status.ERROR and result.error is not None \
                 and result.error.type == FINAL_ANSWER_EXCEPTION:
-            return CodeOutput(output=_answer(result.error.message), logs=logs, is_final_answer=True)
+            return CodeOutput(output=decode_answer(result.error.message, result), logs=logs,
+                              is_final_answer=True)
         if result.status is Status.OK:
-            return CodeOutput(output=None, logs=logs, is_final_answer=False)
-        raise StepFailed(block_output(result, setup=run.setup, max_chars=self.max_print_outputs_length),
-                         result)
+            images = self.last_images
+            output = None if not images else images[0] if len(images) == 1 else images
+            return CodeOutput(output=output, logs=logs, is_final_answer=False)
+        raise StepFailed(block_output(result, setup=run.setup, max_chars=self.max_print_outputs_length,
+                                      notes=run.file_notes), result)
+
+    def attach_images(self, memory_step: Any, agent: Any = None) -> None:
+        """A step callback for vision models (`CodeAgent(..., step_callbacks=[executor.attach_images])`):
+        the images the step made join its observation (`observations_images`), which the
+        model sees with the step's output, as smolagents' browser agents attach screenshots."""
+        if self.last_images and hasattr(memory_step, "observations_images"):
+            memory_step.observations_images = [*(memory_step.observations_images or []),
+                                               *self.last_images]
+        self.last_images = []
 
     def cleanup(self) -> None:
         """End the session, and close the sandbox if this executor opened it."""
@@ -195,6 +224,11 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
     @property
     def session_id(self) -> str | None:
         return self._blocks.session_id
+
+    @property
+    def work_dir(self) -> Path | None:
+        """Where the steps' files are (None until a step saved one, when none was given)."""
+        return self._blocks.work_dir.path
 
     def restart(self) -> None:
         """The next step starts in a fresh session (variables gone; tools defined again)."""
@@ -263,8 +297,3 @@ def variables_code(variables: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _answer(message: str) -> Any:
-    try:
-        return json.loads(message)
-    except ValueError:
-        return sanitize_for_terminal(message)  # cut past the sandbox's length of an error message

@@ -13,6 +13,12 @@ in order and stop at the first that fails, as AG2's own executors do. A block in
 language is not run: it gets exit code 1 and "unknown language ...", which tells the model
 to write Python. A block that runs out of time gets exit code 124 and "Timeout" in the
 output (AG2's convention), and never an exception: the agent's loop goes on.
+
+Files: with `work_dir=`, the directory's files are in the session's working directory for
+the blocks, as with AG2's own executors' `work_dir`, and what a block saves there (a
+`plt.show()` figure too, as figure-N.png) is written back into it and listed in the
+result's `output_files`; the model reads each file's name, size and type. Without it,
+saved files go to a temporary directory (`executor.work_dir`).
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ INTEGRATION = "ag2"
 
 
 class RunnerCodeResult(CodeResult):  # type: ignore[misc]  # AG2 ships no type information
-    """AG2's `CodeResult`, with the ids of the executions in runner's log."""
+    """AG2's `CodeResult`, with the files the blocks saved (as AG2's IPython executor
+    reports them) and the ids of the executions in runner's log."""
 
+    output_files: list[str] = Field(default_factory=list,
+                                    description="The files the blocks saved, as written to work_dir.")
     execution_ids: list[str] = Field(default_factory=list,
                                      description="The runner executions of these blocks, in order.")
 
@@ -66,6 +75,7 @@ class RunnerCodeExecutor(SessionExecutor):
             if not done.add(self.run_block(block.code)):
                 break
         return RunnerCodeResult(exit_code=done.exit_code, output=done.output,
+                                output_files=[str(path) for path in done.saved],
                                 execution_ids=done.ids)
 
     def restart(self) -> None:

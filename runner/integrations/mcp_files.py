@@ -1,0 +1,109 @@
+"""Files across the MCP server: the files a client hands `run_python` and `call_function`,
+and the files a run made, as MCP content the client's model can see.
+
+- In: `files`, a list of `{"name", "text"}` or `{"name", "base64"}` objects (pydantic,
+  strict: exactly one content, nothing else), under runner.files' rules and limits.
+- Out: the reply's first block is the result as JSON text (also its structured content),
+  each file there as name, size, media type, sha256 and `uri`, never its bytes. Then each
+  file in turn, while MAX_INLINE_BYTES of them fit: a raster image (by its sniffed type,
+  never its name) as image content, UTF-8 text as a text resource, anything else
+  (SVG and HTML included) as a blob resource. A file past that, or one the log kept
+  without its bytes, is a resource link to `runner://executions/{id}/files/{position}`,
+  which the server reads from the log.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from mcp_types import (
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..errors import ConfigurationError
+from ..files import RASTER_IMAGES, input_files
+from ..types import ExecutionResult, InputFile
+
+__all__ = ["FILE_URI", "MAX_INLINE_BYTES", "FileArgument", "given_files", "reply"]
+
+FILE_URI = "runner://executions/{execution_id}/files/{position}"
+MAX_INLINE_BYTES = 8 * 1024 * 1024  # of a reply's files; the rest are links to read later
+
+
+class FileArgument(BaseModel):
+    """A file a client hands a run: its name in the run's directory, and its content as
+    text (written as UTF-8) or as base64."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="relative path in the run's directory, e.g. 'data.csv'")
+    text: str | None = Field(default=None, description="the content, as text")
+    base64: str | None = Field(default=None, description="the content, base64-encoded")
+
+    @model_validator(mode="after")
+    def _one_content(self) -> FileArgument:
+        if (self.text is None) == (self.base64 is None):
+            raise ValueError(f"file {self.name[:80]!r}: give exactly one of text and base64")
+        return self
+
+    def content(self) -> bytes:
+        if self.text is not None:
+            return self.text.encode("utf-8", errors="surrogateescape")
+        try:
+            return base64.b64decode(self.base64 or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigurationError(f"file {self.name[:80]!r}: base64 is not valid base64",
+                                     fix="encode the bytes with standard base64") from None
+
+
+def given_files(files: list[FileArgument] | None) -> tuple[InputFile, ...]:
+    """The files for the run (runner.files' rules; a ConfigurationError names the problem)."""
+    if not files:
+        return ()
+    named: dict[str, bytes] = {}
+    for item in files:
+        if item.name in named:
+            raise ConfigurationError(f"file name {item.name[:80]!r} is given twice",
+                                     fix="give each file a name of its own")
+        named[item.name] = item.content()
+    return input_files(named)
+
+
+def reply(result: ExecutionResult, extra: dict[str, Any] | None = None) -> CallToolResult:
+    """The tool's reply for a result (see the module docstring)."""
+    data = result.to_json_dict()
+    uris = [FILE_URI.format(execution_id=result.id, position=position)
+            for position in range(len(result.files))]
+    data["files"] = [{"name": made.name, "size": made.size, "media_type": made.media_type,
+                      "sha256": made.sha256, "uri": uri} for made, uri in zip(result.files, uris,
+                                                                              strict=True)]
+    data.update(extra or {})
+    content: list[ContentBlock] = [TextContent(type="text", text=json.dumps(data))]
+    budget = MAX_INLINE_BYTES
+    for made, uri in zip(result.files, uris, strict=True):
+        if not made.kept or made.size > budget:
+            content.append(ResourceLink(type="resource_link", uri=uri, name=made.name,
+                                        mime_type=made.media_type, size=made.size))
+            continue
+        budget -= made.size
+        encoded = base64.b64encode(made.data).decode("ascii")
+        if made.media_type in RASTER_IMAGES:
+            content.append(ImageContent(type="image", data=encoded, mime_type=made.media_type))
+        elif made.media_type == "text/plain":
+            content.append(EmbeddedResource(type="resource", resource=TextResourceContents(
+                uri=uri, mime_type="text/plain", text=made.data.decode("utf-8", errors="replace"))))
+        else:
+            content.append(EmbeddedResource(type="resource", resource=BlobResourceContents(
+                uri=uri, mime_type=made.media_type, blob=encoded)))
+    return CallToolResult(content=content, structured_content=data)
