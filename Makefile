@@ -73,6 +73,7 @@ bench: docker-ready
 	$(BIN)/python bench/bench_docker.py
 	$(BIN)/python bench/bench_checker.py
 	$(BIN)/python bench/bench_viewer.py
+	$(BIN)/python bench/bench_files.py
 	$(BIN)/python bench/bench_math_eval.py
 	$(BIN)/python bench/bench_ray.py
 	$(BIN)/python bench/bench_integrations.py
