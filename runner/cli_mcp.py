@@ -46,7 +46,7 @@ def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None
         from .integrations.mcp import RunnerMCP, serve_http, serve_stdio
     except ImportError as exc:
         raise ConfigurationError(f"the MCP server needs the mcp package ({exc})",
-                                 fix="pip install 'runner[mcp]'") from None
+                                 fix="pip install 'runner-sandbox[mcp]'") from None
     from .functions import FunctionSet
     from .sandbox import Sandbox
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-pytest.importorskip("autogen", reason="the ag2 extra: pip install 'runner[ag2]'")
+pytest.importorskip("autogen", reason="the ag2 extra: pip install 'runner-sandbox[ag2]'")
 
 from autogen import AssistantAgent, ConversableAgent, UserProxyAgent  # noqa: E402
 from autogen.agentchat.contrib.math_user_proxy_agent import MathUserProxyAgent  # noqa: E402

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-pytest.importorskip("autogen_agentchat", reason="the autogen extra: pip install 'runner[autogen]'")
+pytest.importorskip("autogen_agentchat", reason="the autogen extra: pip install 'runner-sandbox[autogen]'")
 
 from autogen_agentchat.agents import AssistantAgent, CodeExecutorAgent  # noqa: E402
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination  # noqa: E402

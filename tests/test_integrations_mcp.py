@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-pytest.importorskip("mcp", reason="the mcp extra: pip install 'runner[mcp]'")
+pytest.importorskip("mcp", reason="the mcp extra: pip install 'runner-sandbox[mcp]'")
 
 import httpx2  # noqa: E402
 from integration_cases import HOSTILE, logged  # noqa: E402

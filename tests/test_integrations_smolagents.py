@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("smolagents", reason="the smolagents extra: pip install 'runner[smolagents]'")
+pytest.importorskip("smolagents", reason="the smolagents extra: pip install 'runner-sandbox[smolagents]'")
 
 from fake_openai_server import FakeOpenAI  # noqa: E402
 from integration_cases import HOSTILE, logged  # noqa: E402

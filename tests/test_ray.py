@@ -345,7 +345,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it():
     result = _cli("exec", "--backend", "ray", "-", python=("-c", hide_ray))
     assert result.returncode == 1
     assert "BACKEND_UNAVAILABLE" in result.stderr
-    assert "pip install 'runner[ray]'" in result.stderr
+    assert "pip install 'runner-sandbox[ray]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -169,7 +169,7 @@ class LocalCluster:
             if process.poll() is not None or time.monotonic() > deadline:
                 tail = log.read_bytes()[-3000:].decode(errors="replace")
                 raise BackendUnavailableError(f"a local Ray node did not start; its output:\n{tail}",
-                                              fix="check that ray is installed (pip install 'runner[ray]')")
+                                              fix="check that ray is installed (pip install 'runner-sandbox[ray]')")
             time.sleep(0.1)
         return node
 

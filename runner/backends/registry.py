@@ -64,7 +64,7 @@ def _load_ray() -> BackendFactory:
     if not found:  # an optional extra
         raise BackendUnavailableError(
             "the ray backend needs Ray, which is not installed here",
-            fix="pip install 'runner[ray]'")
+            fix="pip install 'runner-sandbox[ray]'")
 
     def make(**options: Any) -> Backend:
         from .ray_env import prepare
@@ -76,7 +76,7 @@ def _load_ray() -> BackendFactory:
         except ImportError as exc:
             raise BackendUnavailableError(
                 f"the ray backend needs Ray, which cannot be imported here ({exc})",
-                fix="pip install 'runner[ray]'") from None
+                fix="pip install 'runner-sandbox[ray]'") from None
         return RayBackend(**options)
 
     return make

@@ -1,14 +1,14 @@
 """runner inside the agent frameworks people already use: each a drop-in part of its framework.
 
-- `runner.integrations.ag2` (`pip install runner[ag2]`): a `CodeExecutor` for
+- `runner.integrations.ag2` (`pip install runner-sandbox[ag2]`): a `CodeExecutor` for
   `code_execution_config={"executor": ...}`, a MathChat mixin for `MathUserProxyAgent`, a
   `function_map` from a `FunctionSet`, and an `AgentOptimizer` whose learned functions are
   checked, smoke-run and kept as versions of a `FunctionSet`;
-- `runner.integrations.autogen` (`runner[autogen]`): an AutoGen 0.7 `CodeExecutor`
+- `runner.integrations.autogen` (`runner-sandbox[autogen]`): an AutoGen 0.7 `CodeExecutor`
   (async; sessions, restart, cancellation tokens);
-- `runner.integrations.smolagents` (`runner[smolagents]`): an executor for
+- `runner.integrations.smolagents` (`runner-sandbox[smolagents]`): an executor for
   `CodeAgent(executor=...)`;
-- `runner.integrations.mcp` (`runner[mcp]`): a Model Context Protocol server (`runner mcp`).
+- `runner.integrations.mcp` (`runner-sandbox[mcp]`): a Model Context Protocol server (`runner mcp`).
 
 Each maps its framework's interface onto `Sandbox`, sessions and functions, and adds
 nothing the core owns: every run is an ordinary execution in the log store, whose meta

@@ -1,4 +1,4 @@
-"""runner in AutoGen 0.7 (`pip install runner[autogen]`): an `autogen_core` `CodeExecutor`.
+"""runner in AutoGen 0.7 (`pip install runner-sandbox[autogen]`): an `autogen_core` `CodeExecutor`.
 
     from autogen_agentchat.agents import CodeExecutorAgent
     from runner.integrations.autogen import RunnerCodeExecutor

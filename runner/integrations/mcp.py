@@ -1,4 +1,4 @@
-"""runner as a Model Context Protocol server (`pip install runner[mcp]`; `runner mcp`).
+"""runner as a Model Context Protocol server (`pip install runner-sandbox[mcp]`; `runner mcp`).
 
 Built on the official `mcp` SDK (`MCPServer`). Any MCP client (a desktop assistant, an IDE,
 an agent SDK) gets these tools:

@@ -1,4 +1,4 @@
-"""runner in smolagents (`pip install runner[smolagents]`): an executor for `CodeAgent`.
+"""runner in smolagents (`pip install runner-sandbox[smolagents]`): an executor for `CodeAgent`.
 
     from smolagents import CodeAgent, OpenAIServerModel
     from runner.integrations.smolagents import RunnerPythonExecutor

@@ -1,4 +1,4 @@
-"""runner in AG2 (`pip install runner[ag2]`; AG2 0.9, the line that ships MathUserProxyAgent
+"""runner in AG2 (`pip install runner-sandbox[ag2]`; AG2 0.9, the line that ships MathUserProxyAgent
 and AgentOptimizer): every code block and every learned function runs in runner's sandbox.
 
 - `executor`: `RunnerCodeExecutor`, for `code_execution_config={"executor": ...}`;
