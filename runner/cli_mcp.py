@@ -29,9 +29,11 @@ from .types import Limits
 @click.option("--backend", type=click.Choice(backend_names()), default=DEFAULT_BACKEND,
               show_default=True, help="Isolation tier.")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
-              help="Default wall-clock limit of a run in seconds (default 10; a call may set its own).")
+              help="Wall-clock limit of a run in seconds (default 10): the default and the "
+                   "ceiling; a call may ask for less.")
 @click.option("--memory", "memory_mb", type=limit("memory_mb"),
-              help="Default memory limit of a run in MB (default 256).")
+              help="Memory limit of a run in MB (default 256): the default and the ceiling; a "
+                   "call may ask for less.")
 @ray_options
 def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None, backend: str,
                 timeout_s: float | None, memory_mb: int | None, ray_address: str | None,

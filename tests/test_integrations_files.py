@@ -248,7 +248,8 @@ def test_mcp_run_python_takes_files_and_returns_images_and_resources(tmp_path):
     runner_command = str(Path(sys.executable).with_name("runner"))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNNER_HOME": str(tmp_path / "home"),
            "HOME": os.environ.get("HOME", "/root")}
-    server = StdioServerParameters(command=runner_command, args=["mcp"], env=env)
+    # (the operator allows a minute: a first plot takes a while on a loaded machine)
+    server = StdioServerParameters(command=runner_command, args=["mcp", "--timeout", "60"], env=env)
     code = ("print(open('in.txt').read(), len(open('raw.bin', 'rb').read()))\n"
             "open('out.txt', 'w').write('hello')\nopen('page.svg', 'w').write('<svg xmlns=\"http://www.w3.org/2000/svg\"><script>alert(1)</script></svg>')\n"
             "open('big.bin', 'wb').write(bytes(9 * 1024 * 1024))\n" + PLOT)

@@ -181,3 +181,37 @@ def test_streamable_http_off_loopback_needs_the_token():
 
 def _transport(url: str, http: httpx2.AsyncClient):
     return streamable_http_client(url, http_client=http)
+
+
+def test_the_operators_limits_are_ceilings_a_client_cannot_raise():
+    """`runner mcp --timeout 2 --memory 64`: a call (a model) may ask for less, never more;
+    the tool schema says what the most is; a run with no limits of its own gets the server's."""
+    server = StdioServerParameters(command=RUNNER, args=["mcp", "--timeout", "2", "--memory", "64"],
+                                   env=environment())
+
+    async def scenario() -> dict[str, object]:
+        async with Client(server) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            seen: dict[str, object] = {"schema": tools["run_python"].input_schema["properties"],
+                                       "session schema": tools["open_session"].input_schema["properties"]}
+            for name, arguments in (("long", {"timeout_s": 3600}), ("big", {"memory_mb": 65536})):
+                refused = await client.call_tool("run_python", {"code": "print(1)", **arguments})
+                seen[name] = (refused.is_error, refused.content[0].text)
+            opened = await client.call_tool("open_session", {"timeout_s": 3600})
+            seen["session"] = (opened.is_error, opened.content[0].text)
+            seen["lower"] = structured(await client.call_tool(
+                "run_python", {"code": "print(1)", "timeout_s": 1, "memory_mb": 32}))
+            seen["spin"] = structured(await client.call_tool("run_python", {"code": "while True: pass"}))
+            return seen
+
+    seen = anyio.run(scenario)
+    for key, most in (("timeout_s", 2), ("memory_mb", 64)):
+        for schema in (seen["schema"], seen["session schema"]):
+            assert schema[key]["maximum"] == most and f"at most {most}" in schema[key]["description"]
+    assert seen["long"][0] and "timeout_s=3600 is above this server's limit of 2" in seen["long"][1]
+    assert "ask for 2 or less" in seen["long"][1]
+    assert seen["big"][0] and "memory_mb=65536 is above this server's limit of 64" in seen["big"][1]
+    assert seen["session"][0] and "timeout_s=3600 is above" in seen["session"][1]
+    assert seen["lower"]["status"] == "ok" and seen["lower"]["limits"]["timeout_s"] == 1
+    assert seen["lower"]["limits"]["memory_mb"] == 32
+    assert seen["spin"]["status"] == "timeout" and seen["spin"]["limits"]["timeout_s"] == 2

@@ -13,11 +13,13 @@ an agent SDK) gets these tools:
 
 Every result is runner's `ExecutionResult` as JSON (`status`, `stdout`, `stderr`, `error`,
 `exit_code`, `return_value`, `limits`, ... : what `runner exec --json` prints), whatever the
-code did; a request the server cannot carry out (an unknown session, limits out of range)
-is an MCP tool error that says why. Resources: `runner://executions` (the newest runs made
-through this server), `runner://executions/{id}` (one of them in full, as `runner logs
-show --json` prints it, files without their bytes) and
-`runner://executions/{id}/files/{position}` (the bytes of a file it made). Every run is in the log with source `mcp` and
+code did; a request the server cannot carry out (an unknown session, limits out of range,
+limits above the server's own: the operator's `--timeout` and `--memory` are ceilings a
+client may lower, never raise) is an MCP tool error that says why. Resources:
+`runner://executions` (the newest runs made through this server),
+`runner://executions/{id}` (one of them in full, as `runner logs show --json` prints it,
+files without their bytes) and `runner://executions/{id}/files/{position}` (the bytes of
+a file it made). Every run is in the log with source `mcp` and
 `{"integration": "mcp", "mcp_tool": ...}` in its meta.
 
 Transports: stdio (what desktop assistants start), or streamable HTTP (`--http`) behind the
@@ -48,6 +50,7 @@ from ..logs import LogStore
 from ..logs.execution_files import OUT, file_row
 from ..sandbox import Sandbox
 from ..session import Session
+from ..types import Limits
 from .common import integration_meta
 from .mcp_files import FILE_URI, FileArgument, given_files, reply
 
@@ -87,7 +90,7 @@ class RunnerMCP:
         meta = integration_meta(INTEGRATION, {"mcp_tool": "run_python"})
         given = given_files(files)
         if session_id is None:
-            limits = self.sandbox.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+            limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
             return reply(self.sandbox.run(code, limits=limits, packages=packages, meta=meta,
                                           files=given))
         session = self._session(session_id)
@@ -95,7 +98,7 @@ class RunnerMCP:
             raise ConfigurationError(f"session {session_id} was opened with packages "
                                      f"{list(session.packages)}; a block cannot change them",
                                      fix="open another session with those packages")
-        limits = session.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+        limits = self._limits(session.limits, timeout_s, memory_mb)
         return reply(session.run(code, limits=limits, meta=meta, files=given),
                      {"session_id": session_id})
 
@@ -105,7 +108,7 @@ class RunnerMCP:
             if len(self._sessions) >= self.max_sessions:
                 raise ConfigurationError(f"{len(self._sessions)} sessions are open, the most this "
                                          "server keeps", fix="close one with close_session first")
-            limits = self.sandbox.limits.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+            limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
             session = self.sandbox.session(limits=limits, packages=packages, budget_s=budget_s)
             session_id = new_id()
             self._sessions[session_id] = session
@@ -166,6 +169,18 @@ class RunnerMCP:
 
     # -- the server's side ------------------------------------------------------------------------
 
+    def _limits(self, base: Limits, timeout_s: float | None, memory_mb: int | None) -> Limits:
+        """`base` with what a call asked for: lower limits are the client's to choose, the
+        server's own (its operator's --timeout and --memory) are the ceiling."""
+        ceiling = self.sandbox.limits
+        for name, asked, most in (("timeout_s", timeout_s, ceiling.timeout_s),
+                                  ("memory_mb", memory_mb, ceiling.memory_mb)):
+            if asked is not None and asked > most:
+                raise ConfigurationError(
+                    f"{name}={asked:g} is above this server's limit of {most:g}",
+                    fix=f"ask for {most:g} or less, or leave {name} out for the server's limit")
+        return base.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+
     def _session(self, session_id: str) -> Session:
         with self._lock:
             session = self._sessions.get(session_id)
@@ -195,9 +210,16 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
     def tool(function: Callable[..., Any], description: str) -> None:
         server.add_tool(_tool_errors(function), name=function.__name__, description=description)
 
+    ceiling = state.sandbox.limits
+    timeout_field = Field(description=f"wall-clock limit, seconds: at most {ceiling.timeout_s:g}, "
+                                      "the server's limit and its default",
+                          json_schema_extra={"maximum": ceiling.timeout_s})
+    memory_field = Field(description=f"memory limit, MB: at most {ceiling.memory_mb}, the "
+                                     "server's limit and its default",
+                         json_schema_extra={"maximum": ceiling.memory_mb})
+
     def run_python(code: Annotated[str, Field(description="Python source to run")],
-                   timeout_s: Annotated[float | None, Field(description="wall-clock limit, seconds")] = None,
-                   memory_mb: Annotated[int | None, Field(description="memory limit, MB")] = None,
+                   timeout_s: float | None = None, memory_mb: int | None = None,
                    packages: Annotated[list[str] | None, Field(description="requirements, e.g. ['sympy']")] = None,
                    session_id: Annotated[str | None, Field(description="run in this session")] = None,
                    files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
@@ -207,6 +229,12 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
     def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
         return state.open_session(timeout_s, memory_mb, packages, budget_s)
+
+    # The ceilings are this server's, known only now: the annotations are set as objects
+    # (this module's string annotations cannot name a local).
+    for limited in (run_python, open_session):
+        limited.__annotations__.update(timeout_s=Annotated[float | None, timeout_field],
+                                       memory_mb=Annotated[int | None, memory_field])
 
     def close_session(session_id: str) -> dict[str, Any]:
         return state.close_session(session_id)
