@@ -36,9 +36,13 @@ def environment() -> dict[str, str]:
 
 
 def structured(result) -> dict:
-    assert not result.is_error, result.content
-    return result.structured_content if "status" in (result.structured_content or {}) else \
-        json.loads(result.content[0].text)
+    """A run's result; the reply is a tool error exactly when the run did not end ok, and
+    its text (what a model reads) starts with the status."""
+    data = result.structured_content
+    assert data is not None and "status" in data, result.content
+    assert result.is_error == (data["status"] != "ok"), (result.is_error, data["status"])
+    assert result.content[0].text.startswith(f"status: {data['status']}; execution {data['id']}")
+    return data
 
 
 async def exercise(client: Client) -> dict[str, dict]:
@@ -215,3 +219,43 @@ def test_the_operators_limits_are_ceilings_a_client_cannot_raise():
     assert seen["lower"]["status"] == "ok" and seen["lower"]["limits"]["timeout_s"] == 1
     assert seen["lower"]["limits"]["memory_mb"] == 32
     assert seen["spin"]["status"] == "timeout" and seen["spin"]["limits"]["timeout_s"] == 2
+
+
+def test_a_reply_is_sized_for_a_model_and_the_log_keeps_the_output():
+    """A 10 MB print over streamable HTTP: the official client takes the reply (an event
+    over 1 MiB would fail it), the model reads head and tail with a note saying what was
+    cut and where the whole is, once in each form; the log keeps what the run returned.
+    A failed run is a tool error; an unknown execution names no host path."""
+    process, url, _ = start_http()
+    try:
+        wait_for(url)
+
+        async def scenario():
+            async with Client(url) as client:
+                flood = await client.call_tool("run_python", {
+                    "code": "import sys\nsys.stdout.write('a' * 5_000_000 + 'END')\n"
+                            "print('x' * 5_000_000)"})
+                failed = await client.call_tool("run_python", {"code": "1 / 0"})
+                with pytest.raises(Exception) as unknown:
+                    await client.read_resource("runner://executions/01NOSUCHEXECUTION")
+                return flood, failed, str(unknown.value)
+
+        flood, failed, unknown = anyio.run(scenario)
+    finally:
+        stop(process)
+    data = structured(flood)
+    text = flood.content[0].text
+    assert len(text) < 25_000 and len(json.dumps(data)) < 30_000, (len(text), len(json.dumps(data)))
+    assert f"characters cut; the whole text is in runner's log (runner://executions/{data['id']})" \
+        in data["stdout"]
+    assert data["stdout"].startswith("aaaa") and "cut" in text and "passed the sandbox's limit" in text
+    assert data["status"] == "ok" and data["stdout_truncated"] is True
+    with LogStore(log_db_path()) as store:
+        record = store.get_execution(data["id"])
+    kept = record.result.stdout
+    # (the run's own cap: its first max_output_bytes, then the worker's mark)
+    assert len(kept) >= record.result.limits.max_output_bytes > 20 * len(data["stdout"])
+    failure = structured(failed)
+    assert failed.is_error and failure["status"] == "error" and "ZeroDivisionError" in failed.content[0].text
+    assert "no execution '01NOSUCHEXECUTION' made through this server" in unknown
+    assert "runner.db" not in unknown and os.environ["RUNNER_HOME"] not in unknown

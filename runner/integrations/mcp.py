@@ -143,10 +143,14 @@ class RunnerMCP:
                 for r in store.list_executions(source=INTEGRATION, limit=RECENT)]
 
     def execution(self, execution_id: str) -> dict[str, Any]:
-        record = self._store().get_execution(execution_id)
-        if record.source != INTEGRATION:  # the rest of the log is not this server's to show
-            raise NotFoundError(f"no execution {execution_id!r} made through this server",
+        missing = NotFoundError(f"no execution {execution_id[:80]!r} made through this server",
                                 fix="runner://executions lists them")
+        try:
+            record = self._store().get_execution(execution_id)
+        except NotFoundError:  # its message names the log's file: no host path for a client
+            raise missing from None
+        if record.source != INTEGRATION:  # the rest of the log is not this server's to show
+            raise missing
         shown = record.model_dump(mode="json")
         for kind in ("request", "result"):  # the bytes are read one file at a time
             for made in shown[kind].get("files", []):

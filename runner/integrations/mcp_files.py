@@ -3,13 +3,19 @@ and the files a run made, as MCP content the client's model can see.
 
 - In: `files`, a list of `{"name", "text"}` or `{"name", "base64"}` objects (pydantic,
   strict: exactly one content, nothing else), under runner.files' rules and limits.
-- Out: the reply's first block is the result as JSON text (also its structured content),
-  each file there as name, size, media type, sha256 and `uri`, never its bytes. Then each
-  file in turn, while MAX_INLINE_BYTES of them fit: a raster image (by its sniffed type,
-  never its name) as image content, UTF-8 text as a text resource, anything else
-  (SVG and HTML included) as a blob resource. A file past that, or one the log kept
-  without its bytes, is a resource link to `runner://executions/{id}/files/{position}`,
-  which the server reads from the log.
+- Out: the reply is sized for a model. Its first block is what the model reads: the
+  status line, then what the run printed and what went wrong, as the other integrations
+  show a block (`common.block_output`: head and tail within MAX_MODEL_CHARS, the cut
+  saying where the whole is), then the files it made. The structured content is the
+  result as JSON with stdout and stderr cut the same way (the log keeps what the run
+  returned), each file there as name, size, media type, sha256 and `uri`, never its
+  bytes. A run that did not end `ok` is a tool error (`isError`), as a failed command is
+  for any MCP tool. Then each file in turn, while MAX_INLINE_BYTES of them fit (under
+  the 1 MiB an HTTP client takes in one event, base64 included): a raster image (by its
+  sniffed type, never its name) as image content, UTF-8 text as a text resource,
+  anything else (SVG and HTML included) as a blob resource. A file past that, or one the
+  log kept without its bytes, is a resource link to
+  `runner://executions/{id}/files/{position}`, which the server reads from the log.
 """
 
 from __future__ import annotations
@@ -31,14 +37,17 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..agent.feedback import clip
 from ..errors import ConfigurationError
 from ..files import RASTER_IMAGES, input_files
-from ..types import ExecutionResult, InputFile
+from ..types import ExecutionResult, InputFile, Status
+from .common import DEFAULT_MAX_OUTPUT_CHARS, block_output
 
 __all__ = ["FILE_URI", "MAX_INLINE_BYTES", "FileArgument", "given_files", "reply"]
 
 FILE_URI = "runner://executions/{execution_id}/files/{position}"
-MAX_INLINE_BYTES = 8 * 1024 * 1024  # of a reply's files; the rest are links to read later
+MAX_INLINE_BYTES = 512 * 1024  # of a reply's files; the rest are links to read later
+MAX_MODEL_CHARS = DEFAULT_MAX_OUTPUT_CHARS  # of what a run printed, in each of the two forms
 
 
 class FileArgument(BaseModel):
@@ -88,8 +97,11 @@ def reply(result: ExecutionResult, extra: dict[str, Any] | None = None) -> CallT
     data["files"] = [{"name": made.name, "size": made.size, "media_type": made.media_type,
                       "sha256": made.sha256, "uri": uri} for made, uri in zip(result.files, uris,
                                                                               strict=True)]
+    where = f"runner's log (runner://executions/{result.id})"
+    for stream in ("stdout", "stderr"):
+        data[stream], _ = clip(data[stream], MAX_MODEL_CHARS, where=where)
     data.update(extra or {})
-    content: list[ContentBlock] = [TextContent(type="text", text=json.dumps(data))]
+    content: list[ContentBlock] = [TextContent(type="text", text=_model_text(result, extra))]
     budget = MAX_INLINE_BYTES
     for made, uri in zip(result.files, uris, strict=True):
         if not made.kept or made.size > budget:
@@ -106,4 +118,15 @@ def reply(result: ExecutionResult, extra: dict[str, Any] | None = None) -> CallT
         else:
             content.append(EmbeddedResource(type="resource", resource=BlobResourceContents(
                 uri=uri, mime_type=made.media_type, blob=encoded)))
-    return CallToolResult(content=content, structured_content=data)
+    return CallToolResult(content=content, structured_content=data,
+                          is_error=result.status is not Status.OK)
+
+
+def _model_text(result: ExecutionResult, extra: dict[str, Any] | None) -> str:
+    """What the model reads of a result: one line of facts, then the block's output."""
+    facts = [f"status: {result.status}", f"execution {result.id}", f"{result.duration_ms} ms"]
+    facts += [f"{key} {value}" for key, value in (extra or {}).items()]
+    if result.return_value is not None:
+        facts.append(f"return_value: {json.dumps(result.return_value, default=str)[:MAX_MODEL_CHARS // 4]}")
+    output = block_output(result, max_chars=MAX_MODEL_CHARS)
+    return "; ".join(facts) + ("\n" + output if output else "")
