@@ -13,6 +13,7 @@ from .backends.base import DEFAULT_BACKEND
 from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .errors import ConfigurationError
+from .integrations.mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS  # (needs no mcp package)
 from .types import Limits
 
 
@@ -34,10 +35,15 @@ from .types import Limits
 @click.option("--memory", "memory_mb", type=limit("memory_mb"),
               help="Memory limit of a run in MB (default 256): the default and the ceiling; a "
                    "call may ask for less.")
+@click.option("--max-sessions", type=number(1, 1024, integer=True), default=MAX_SESSIONS,
+              show_default=True, help="Sessions open at once, over all clients (each holds a "
+                                      "sandbox process).")
+@click.option("--session-idle", "session_idle_s", type=number(1, 86400), default=DEFAULT_IDLE_S,
+              show_default=True, help="Seconds without a block after which a session closes.")
 @ray_options
 def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None, backend: str,
-                timeout_s: float | None, memory_mb: int | None, ray_address: str | None,
-                ray_inner: str | None) -> None:
+                timeout_s: float | None, memory_mb: int | None, max_sessions: int,
+                session_idle_s: float, ray_address: str | None, ray_inner: str | None) -> None:
     """Serve runner's sandbox to MCP clients: run Python, sessions, a function set.
 
     Every run is logged with source `mcp` (`runner logs list --source mcp`).
@@ -57,7 +63,7 @@ def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None
     functions = FunctionSet.load(functions_path, log_store=False) if functions_path else None
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
     with Sandbox(backend=backend, source="mcp", limits=limits, **options) as sandbox:
-        state = RunnerMCP(sandbox, functions)
+        state = RunnerMCP(sandbox, functions, max_sessions=max_sessions, session_idle_s=session_idle_s)
         try:
             if use_http:
                 serve_http(state, host=host, port=port, announce=lambda line: click.echo(line, err=True))

@@ -48,7 +48,8 @@ def structured(result) -> dict:
 async def exercise(client: Client) -> dict[str, dict]:
     """Every tool and resource once; returns the results by name."""
     tools = {tool.name for tool in (await client.list_tools()).tools}
-    assert tools == {"run_python", "open_session", "close_session", "list_functions", "call_function"}
+    assert tools == {"run_python", "open_session", "close_session", "list_sessions", "list_functions",
+                     "call_function"}
     seen: dict[str, dict] = {}
     seen["run"] = structured(await client.call_tool("run_python", {"code": "print(2 ** 10)"}))
     opened = (await client.call_tool("open_session", {"timeout_s": 5})).structured_content
@@ -259,3 +260,78 @@ def test_a_reply_is_sized_for_a_model_and_the_log_keeps_the_output():
     assert failed.is_error and failure["status"] == "error" and "ZeroDivisionError" in failed.content[0].text
     assert "no execution '01NOSUCHEXECUTION' made through this server" in unknown
     assert "runner.db" not in unknown and os.environ["RUNNER_HOME"] not in unknown
+
+
+def test_sessions_are_their_clients_and_end_with_them():
+    """Over HTTP: a client with a lasting connection (the handshake) lists its sessions,
+    and when it disconnects they close, so a full table frees up for the next client;
+    another client cannot find a session's handle (not in list_sessions, not in the log's
+    resources; the session's log id is no handle); an idle session closes by itself and
+    says so when named."""
+    # (idle sessions close only after ten minutes here: what frees the table is the end of
+    # the first client's connection)
+    process, url, _ = start_http("--max-sessions", "2", "--session-idle", "600")
+    try:
+        wait_for(url)
+
+        async def scenario():
+            seen = {}
+            async with Client(url, mode="legacy") as first:
+                ids = [(await first.call_tool("open_session", {})).structured_content["session_id"]
+                       for _ in range(2)]
+                ran = await first.call_tool("run_python", {"code": "secret = 'first client'",
+                                                           "session_id": ids[0]})
+                full = await first.call_tool("open_session", {})
+                seen["full"] = (full.is_error, full.content[0].text)
+                seen["first lists"] = (await first.call_tool("list_sessions", {})).structured_content
+                async with Client(url) as second:
+                    seen["second lists"] = (await second.call_tool("list_sessions", {})).structured_content
+                    recent = (await second.read_resource("runner://executions")).contents[0].text
+                    seen["handles in the log"] = [h for h in ids if h in recent]
+                    log_id = json.loads(recent)[0]["session"]
+                    used = await second.call_tool("run_python", {"code": "print(secret)",
+                                                                 "session_id": log_id})
+                    seen["log id"] = (log_id, ran.structured_content["id"], used.is_error,
+                                      used.content[0].text)
+                still = await first.call_tool("run_python", {"code": "print(secret)",
+                                                             "session_id": ids[0]})
+                seen["still"] = structured(still)["stdout"]
+            # the first client is gone: its sessions close, and the table has room again
+            deadline = time.monotonic() + 30
+            async with Client(url) as third:
+                while True:
+                    opened = await third.call_tool("open_session", {})
+                    if not opened.is_error or time.monotonic() > deadline:
+                        break
+                    await anyio.sleep(0.2)
+                seen["third"] = (opened.is_error, opened.content[0].text)
+            return ids, seen
+
+        ids, seen = anyio.run(scenario)
+    finally:
+        stop(process)
+    process, url, _ = start_http("--session-idle", "2")
+    try:
+        wait_for(url)
+
+        async def idle() -> tuple[bool, str]:
+            async with Client(url) as client:
+                opened = await client.call_tool("open_session", {})
+                idle_id = opened.structured_content["session_id"]
+                await anyio.sleep(3.5)  # past --session-idle 2 (the sweeper looks every 0.5 s)
+                late = await client.call_tool("run_python", {"code": "print(1)", "session_id": idle_id})
+                return late.is_error, late.content[0].text
+
+        seen["idle"] = anyio.run(idle)
+    finally:
+        stop(process)
+    assert seen["full"][0] and "2 sessions are open, the most this server keeps" in seen["full"][1]
+    assert [s["session_id"] for s in seen["first lists"]["result"]] == ids
+    assert seen["first lists"]["result"][0]["blocks"] == 1
+    assert seen["second lists"]["result"] == [] and seen["handles in the log"] == []
+    log_id, _, is_error, text = seen["log id"]
+    assert log_id and log_id not in ids and is_error and "no open session" in text
+    assert "first client" not in text
+    assert seen["still"] == "first client\n"
+    assert not seen["third"][0], seen["third"]
+    assert seen["idle"][0] and "was closed after 2 s without a block" in seen["idle"][1]

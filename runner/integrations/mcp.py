@@ -6,8 +6,10 @@ an agent SDK) gets these tools:
 - `run_python(code, timeout_s, memory_mb, packages, session_id, files)`: run a block; with a
   `session_id`, in that session (state carries); `files` are in its directory when it
   starts, and the files it saves come back as content (runner/integrations/mcp_files.py);
-- `open_session(timeout_s, memory_mb, packages, budget_s)` -> `{"session_id"}`, and
-  `close_session(session_id)`;
+- `open_session(timeout_s, memory_mb, packages, budget_s)` -> `{"session_id"}`,
+  `close_session(session_id)` and `list_sessions()`: a session's id is an unguessable
+  handle only its client gets; it closes when the client's connection ends (where the
+  protocol has one) or after `--session-idle` seconds without a block (mcp_sessions.py);
 - `list_functions()` and `call_function(name, arguments)`: the functions of the set the
   server was started with (`--functions FILE`), arguments validated before anything runs.
 
@@ -37,9 +39,11 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from .. import __version__
@@ -49,15 +53,15 @@ from ..ids import new_id
 from ..logs import LogStore
 from ..logs.execution_files import OUT, file_row
 from ..sandbox import Sandbox
-from ..session import Session
 from ..types import Limits
 from .common import integration_meta
 from .mcp_files import FILE_URI, FileArgument, given_files, reply
+from .mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS, OwnedSessions
 
 __all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
 
 INTEGRATION = "mcp"
-MAX_SESSIONS = 16
+_OWNER_KEY = "runner_mcp_owner"
 RECENT = 20  # executions listed by runner://executions
 HTTP_PATH = "/mcp"
 
@@ -75,12 +79,10 @@ class RunnerMCP:
     """The server's state: the sandbox, its open sessions, the function set."""
 
     def __init__(self, sandbox: Sandbox, functions: FunctionSet | None = None, *,
-                 max_sessions: int = MAX_SESSIONS) -> None:
+                 max_sessions: int = MAX_SESSIONS, session_idle_s: float = DEFAULT_IDLE_S) -> None:
         self.sandbox = sandbox
         self.functions = functions if functions is not None else FunctionSet("mcp", log_store=False)
-        self.max_sessions = max_sessions
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        self.sessions = OwnedSessions(max_sessions=max_sessions, idle_s=session_idle_s)
 
     # -- the tools -------------------------------------------------------------------------------
 
@@ -93,35 +95,33 @@ class RunnerMCP:
             limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
             return reply(self.sandbox.run(code, limits=limits, packages=packages, meta=meta,
                                           files=given))
-        session = self._session(session_id)
-        if packages and tuple(packages) != session.packages:
-            raise ConfigurationError(f"session {session_id} was opened with packages "
-                                     f"{list(session.packages)}; a block cannot change them",
-                                     fix="open another session with those packages")
-        limits = self._limits(session.limits, timeout_s, memory_mb)
-        return reply(session.run(code, limits=limits, meta=meta, files=given),
-                     {"session_id": session_id})
+        session = self.sessions.use(session_id)
+        try:
+            if packages and tuple(packages) != session.packages:
+                raise ConfigurationError(f"session {session_id} was opened with packages "
+                                         f"{list(session.packages)}; a block cannot change them",
+                                         fix="open another session with those packages")
+            limits = self._limits(session.limits, timeout_s, memory_mb)
+            result = session.run(code, limits=limits, meta=meta, files=given)
+        finally:
+            self.sessions.done(session_id)
+        return reply(result, {"session_id": session_id})
 
     def open_session(self, timeout_s: float | None = None, memory_mb: int | None = None,
-                     packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
-        with self._lock:
-            if len(self._sessions) >= self.max_sessions:
-                raise ConfigurationError(f"{len(self._sessions)} sessions are open, the most this "
-                                         "server keeps", fix="close one with close_session first")
-            limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
-            session = self.sandbox.session(limits=limits, packages=packages, budget_s=budget_s)
-            session_id = new_id()
-            self._sessions[session_id] = session
+                     packages: list[str] | None = None, budget_s: float | None = None, *,
+                     owner: str | None = None) -> dict[str, Any]:
+        limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
+        session = self.sandbox.session(limits=limits, packages=packages, budget_s=budget_s)
+        session_id = self.sessions.add(owner, session)
         return {"session_id": session_id, "limits": limits.model_dump(), "packages": list(session.packages),
-                "budget_s": budget_s}
+                "budget_s": budget_s, "closes_when_idle_for_s": self.sessions.idle_s}
 
     def close_session(self, session_id: str) -> dict[str, Any]:
-        with self._lock:
-            session = self._sessions.pop(session_id, None)
-        if session is None:
-            raise NotFoundError(f"no open session {session_id!r}", fix="open_session gives one")
-        session.close()
+        session = self.sessions.close(session_id)
         return {"session_id": session_id, "closed": True, "blocks": session.blocks}
+
+    def list_sessions(self, *, owner: str | None = None) -> list[dict[str, Any]]:
+        return self.sessions.listed(owner)
 
     def list_functions(self) -> list[dict[str, Any]]:
         return [{"name": spec.name, "description": spec.description, "parameters": spec.parameters,
@@ -185,15 +185,6 @@ class RunnerMCP:
                     fix=f"ask for {most:g} or less, or leave {name} out for the server's limit")
         return base.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
 
-    def _session(self, session_id: str) -> Session:
-        with self._lock:
-            session = self._sessions.get(session_id)
-        if session is None:
-            raise NotFoundError(f"no open session {session_id!r}",
-                                fix="open_session gives one; sessions end when closed or when the "
-                                    "server stops")
-        return session
-
     def _store(self) -> LogStore:
         store = self.sandbox.log_store
         if store is None:
@@ -201,10 +192,7 @@ class RunnerMCP:
         return store
 
     def close(self) -> None:
-        with self._lock:
-            sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
-            session.close()
+        self.sessions.close_all()
 
 
 def create_server(state: RunnerMCP) -> MCPServer[Any]:
@@ -231,8 +219,9 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
         return state.run_python(code, timeout_s, memory_mb, packages, session_id, files)
 
     def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
-                     packages: list[str] | None = None, budget_s: float | None = None) -> dict[str, Any]:
-        return state.open_session(timeout_s, memory_mb, packages, budget_s)
+                     packages: list[str] | None = None, budget_s: float | None = None,
+                     ctx: Context | None = None) -> dict[str, Any]:
+        return state.open_session(timeout_s, memory_mb, packages, budget_s, owner=_owner(state, ctx))
 
     # The ceilings are this server's, known only now: the annotations are set as objects
     # (this module's string annotations cannot name a local).
@@ -242,6 +231,9 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
 
     def close_session(session_id: str) -> dict[str, Any]:
         return state.close_session(session_id)
+
+    def list_sessions(ctx: Context | None = None) -> list[dict[str, Any]]:
+        return state.list_sessions(owner=_owner(state, ctx))
 
     def list_functions() -> list[dict[str, Any]]:
         return state.list_functions()
@@ -258,6 +250,11 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
     tool(open_session, "Open a session: blocks run with its session_id share variables. Returns "
                        "the session_id.")
     tool(close_session, "Close a session opened with open_session.")
+    tool(list_sessions, "The sessions this connection opened (none for a client that makes each "
+                        "request on its own: keep the session_id open_session gives): "
+                        "session_id, blocks run, packages, limits, seconds idle. A session "
+                        "closes when its connection ends or after "
+                        f"{state.sessions.idle_s:g} s without a block.")
     tool(list_functions, "The functions call_function can call: name, description, parameters "
                          "(JSON Schema).")
     tool(call_function, "Call a function of the server's set with arguments (an object matching "
@@ -286,6 +283,27 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
             raise ResourceError(f"[{exc.code}] {exc}") from None
 
     return server
+
+
+def _owner(state: RunnerMCP, ctx: Context | None) -> str | None:
+    """The owner of what this request opens: its client connection when the protocol
+    keeps one (a handshake), whose teardown then closes the connection's sessions
+    (registered with the first request that asks); None for a request on its own."""
+    # The SDK's request context reaches its connection only through the session's private
+    # attribute (mcp 2.3); a test opens sessions over a handshake to keep this honest.
+    connection = getattr(getattr(ctx, "session", None), "_connection", None) if ctx else None
+    scratch = getattr(connection, "state", None)
+    teardown = getattr(connection, "exit_stack", None)
+    if not isinstance(scratch, dict) or teardown is None \
+            or getattr(connection, "protocol_version", None) not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    owner = scratch.get(_OWNER_KEY)
+    if not isinstance(owner, str):
+        owner = scratch[_OWNER_KEY] = new_id()
+        # Closing a session stops its worker: off the event loop, which runs the teardown.
+        teardown.callback(lambda: threading.Thread(target=state.sessions.close_owner, args=(owner,),
+                                                   name="runner-mcp-client-gone", daemon=True).start())
+    return owner
 
 
 def _tool_errors(function: Callable[..., Any]) -> Callable[..., Any]:
