@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -150,9 +151,11 @@ def interrupted_result(run_id: str, backend: str, limits: Limits, started: float
                        ) -> ExecutionResult:
     """What the log keeps for a run the caller stopped with Ctrl-C while it ran (since
     `started`, a time.monotonic())."""
+    elapsed = time.monotonic() - started
     return ExecutionResult(
         id=run_id, backend=backend, status=Status.CRASHED, limits=limits,
-        duration_ms=round((time.monotonic() - started) * 1000),
+        started_at=datetime.now(timezone.utc) - timedelta(seconds=elapsed),
+        duration_ms=round(elapsed * 1000),
         error=ErrorInfo(type=error_types.INTERRUPTED, message=(
             "the caller was interrupted (Ctrl-C) while this ran; its output and result were "
             "not collected")))

@@ -189,3 +189,25 @@ def _live_children_of(pid: int) -> list[int]:
         if state not in ("Z", "X"):
             live.append(child)
     return live
+
+
+@pytest.mark.parametrize("code, limits, status", [
+    ("import time\ntime.sleep(1.5)", Limits(), Status.OK),
+    ("while True:\n    pass", Limits(timeout_s=1.5), Status.TIMEOUT),
+])
+def test_started_at_is_when_the_run_began_not_when_it_ended(tmp_path, code, limits, status):
+    """A run of 1.5 s (ending ok, or at its time limit) started when it was asked for: its
+    started_at is before the call returned by its duration, in the result and in the log."""
+    from datetime import datetime, timezone
+
+    with LogStore(tmp_path / "log.sqlite") as store, Sandbox(log_store=store) as box:
+        box.warm()
+        asked = datetime.now(timezone.utc)
+        result = box.run(code, limits=limits)
+        returned = datetime.now(timezone.utc)
+        logged = store.get_execution(result.id).result
+    assert result.status is status and result.duration_ms >= 1400
+    for started in (result.started_at, logged.started_at):
+        assert asked <= started <= returned
+        # (generous: a loaded machine may wait before the run, never 1.4 s after its start)
+        assert (returned - started).total_seconds() >= 1.4

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
@@ -108,8 +109,9 @@ class WorkerBackend:
         return {}
 
     def base_fields(self, request: ExecutionRequest, run_id: str) -> dict[str, Any]:
+        # Called as the run is asked for: its start, not when its result is built.
         return {"id": run_id, "backend": self.name, "limits": request.limits,
-                **self.result_fields()}
+                "started_at": datetime.now(timezone.utc), **self.result_fields()}
 
     def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
         base = self.base_fields(request, run_id)
