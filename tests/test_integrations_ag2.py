@@ -364,3 +364,19 @@ def test_the_agentoptimizer_notebook_example_runs_end_to_end(tmp_path):
         blocks = [r for r in store.list_executions(source="ag2", limit=None) if r.meta.get("mathchat")]
         assert len(blocks) == 4  # two test problems before training, two training problems
         logged(store, calls[0].id, "ag2")
+
+
+def test_a_cut_output_says_what_the_log_really_keeps(sandbox, store):
+    """Output past the model's share is cut in the middle: the note says the whole text is
+    in the log when it is, and what the log keeps when the sandbox's own limit cut it first."""
+    with RunnerCodeExecutor(sandbox, timeout=5, max_output_chars=2_000) as executor:
+        long = executor.execute_code_blocks([python("print('a' * 50_000)")])
+        flood = executor.execute_code_blocks([python(
+            "for _ in range(30):\n    print('b' * 100_000)")])
+    assert long.exit_code == 0 and "the whole text is in runner's log" in long.output
+    record = store.get_execution(long.execution_ids[0])
+    assert record.result.stdout == "a" * 50_000 + "\n"
+    limit = sandbox.limits.max_output_bytes
+    assert f"runner's log (execution {flood.execution_ids[0]}) keeps the first {limit:,} bytes" \
+        in flood.output and "whole" not in flood.output
+    assert len(store.get_execution(flood.execution_ids[0]).result.stdout) < 3_000_000

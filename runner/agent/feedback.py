@@ -77,14 +77,17 @@ class ActionReport(BaseModel):
 # -- cutting long text ------------------------------------------------------------------------
 
 
-def clip(text: str, max_chars: int, *, where: str = "") -> tuple[str, bool]:
-    """`text` if it fits, else its head and tail around a marker; (text, whether it was cut)."""
+def clip(text: str, max_chars: int, *, where: str = "", note: str = "") -> tuple[str, bool]:
+    """`text` if it fits, else its head and tail around a marker that says how much was cut
+    and, with `where`, that the whole text is there (`note`: what to say instead, when the
+    place holds less than the whole); (text, whether it was cut)."""
     if max_chars <= 0 or len(text) <= max_chars:
         return text, False
     head = max_chars * 3 // 5
     tail = max_chars - head
     cut = len(text) - head - tail
-    marker = f"\n[... {cut:,} characters cut{'; the whole text is in ' + where if where else ''} ...]\n"
+    said = note or (f"the whole text is in {where}" if where else "")
+    marker = f"\n[... {cut:,} characters cut{'; ' + said if said else ''} ...]\n"
     return text[:head] + marker + text[-tail:], True
 
 

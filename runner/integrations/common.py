@@ -399,8 +399,17 @@ def _shown(parts: list[str], result: ExecutionResult, max_chars: int,
            tail: Iterable[str] = ()) -> str:
     """The parts, cut in the middle to `max_chars`, then `tail` (short, never cut)."""
     text = "".join(p if p.endswith("\n") else p + "\n" for p in parts).rstrip("\n")
-    clipped, _ = clip(text, max_chars, where=f"runner's log (execution {result.id})")
+    clipped, _ = clip(text, max_chars, note=cut_note(result, f"runner's log (execution {result.id})"))
     return sanitize_for_terminal("\n".join([clipped, *tail]) if clipped else "\n".join(tail))
+
+
+def cut_note(result: ExecutionResult, where: str) -> str:
+    """What a cut in the text shown of `result` says of the rest: the whole is `where`,
+    unless the sandbox already cut the output (then `where` holds only its first part)."""
+    if result.stdout_truncated or result.stderr_truncated:
+        return (f"{where} keeps the first {result.limits.max_output_bytes:,} bytes of each "
+                "stream the run printed; the sandbox dropped the rest")
+    return f"the whole text is in {where}"
 
 
 def _problem(result: ExecutionResult) -> str:

@@ -41,7 +41,7 @@ from ..agent.feedback import clip
 from ..errors import ConfigurationError
 from ..files import RASTER_IMAGES, input_files
 from ..types import ExecutionResult, InputFile, Status
-from .common import DEFAULT_MAX_OUTPUT_CHARS, block_output
+from .common import DEFAULT_MAX_OUTPUT_CHARS, block_output, cut_note
 
 __all__ = ["FILE_URI", "MAX_INLINE_BYTES", "FileArgument", "given_files", "reply"]
 
@@ -97,9 +97,9 @@ def reply(result: ExecutionResult, extra: dict[str, Any] | None = None) -> CallT
     data["files"] = [{"name": made.name, "size": made.size, "media_type": made.media_type,
                       "sha256": made.sha256, "uri": uri} for made, uri in zip(result.files, uris,
                                                                               strict=True)]
-    where = f"runner's log (runner://executions/{result.id})"
+    note = cut_note(result, f"runner's log (runner://executions/{result.id})")
     for stream in ("stdout", "stderr"):
-        data[stream], _ = clip(data[stream], MAX_MODEL_CHARS, where=where)
+        data[stream], _ = clip(data[stream], MAX_MODEL_CHARS, note=note)
     data.update(extra or {})
     content: list[ContentBlock] = [TextContent(type="text", text=_model_text(result, extra))]
     budget = MAX_INLINE_BYTES
