@@ -211,3 +211,24 @@ def test_started_at_is_when_the_run_began_not_when_it_ended(tmp_path, code, limi
         assert asked <= started <= returned
         # (generous: a loaded machine may wait before the run, never 1.4 s after its start)
         assert (returned - started).total_seconds() >= 1.4
+
+
+@pytest.mark.parametrize("options, message, fix", [
+    ({"backend": "dcoker"}, "unknown backend 'dcoker'", "did you mean 'docker'?"),
+    ({"backend": "jail", "log": False}, "the jail backend has no option 'log'",
+     "the jail backend takes: pool_size"),
+    ({"backend": "docker", "use_docker": True}, "the docker backend has no option 'use_docker'",
+     "backend='docker' runs blocks in Docker"),
+])
+def test_a_mistyped_tier_or_option_is_a_runner_error_before_anything_starts(options, message, fix):
+    """Mistakes carried over from other tools' executors are said at construction, with
+    the fix, for a Sandbox and for each framework's executor that would open one."""
+    from runner.integrations.common import LazyBlocks
+
+    with pytest.raises(RunnerError) as raised:
+        Sandbox(**options)
+    assert message in str(raised.value) and fix in raised.value.fix
+    backend = options.pop("backend")
+    with pytest.raises(RunnerError) as raised:
+        LazyBlocks("ag2", None, backend, options, limits=Limits(), packages=(), functions=None)
+    assert message in str(raised.value) and fix in raised.value.fix

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from ..agent.feedback import clip, files_made
 from ..backends.base import DEFAULT_BACKEND
+from ..backends.registry import check_backend
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
 from ..sandbox import Sandbox
@@ -208,6 +209,8 @@ class LazyBlocks:
                  packages: Iterable[str], functions: FunctionSet | None,
                  work_dir: str | os.PathLike[str] | None = None) -> None:
         self.integration = integration
+        if sandbox is None:  # a mistyped tier or option is said now, not at the first block
+            check_backend(backend, backend_options)
         self.work_dir = WorkDir(work_dir_argument(work_dir), prefix=f"runner-{integration}-")
         self._sandbox = sandbox
         self._backend = backend
