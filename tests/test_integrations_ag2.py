@@ -223,13 +223,15 @@ def test_function_map_runs_each_function_in_the_sandbox_with_validated_arguments
     logged(store, refused.value.result.id, "ag2")
 
 
-def test_agent_optimizer_step_checks_smoke_runs_and_the_agent_calls_the_function(sandbox, store):
+def test_agent_optimizer_step_checks_smoke_runs_and_the_agent_calls_the_function(sandbox, store,
+                                                                                 capsys):
     functions = FunctionSet("ag2-learned", log_store=store.path)
     with FakeOpenAI() as server:
         # the optimizer: two refused proposals (AG2 asks again), then one that passes
         server.reply("", tool_calls=[FakeOpenAI.call("add_function", WRONG_NAME)])
         server.reply("", tool_calls=[FakeOpenAI.call("add_function", NEEDS_A_PACKAGE)])
         server.reply("", tool_calls=[FakeOpenAI.call("add_function", TRIPLE)])
+        asked = len(server.requests)
         optimizer = SandboxedAgentOptimizer(max_actions_per_step=1, llm_config=llm_config(server),
                                             optimizer_model=server.model, functions=functions,
                                             sandbox=sandbox)
@@ -242,6 +244,14 @@ def test_agent_optimizer_step_checks_smoke_runs_and_the_agent_calls_the_function
         assert verdicts == [(False, "INVALID_ARGUMENTS"), (False, "PACKAGE_UNAVAILABLE"), (True, None)]
         assert "thrice" in optimizer.proposals[0].reason
         assert optimizer.proposals[2].reason.startswith("a smoke call triple(")
+        # each refusal is printed, and the next try tells the optimizer model why
+        printed = capsys.readouterr().out
+        assert "runner refused add_function('triple'): [INVALID_ARGUMENTS]" in printed
+        assert "[PACKAGE_UNAVAILABLE]" in printed
+        tries = [request["messages"] for request in server.requests[asked:asked + 3]]
+        assert len(tries[0]) == 1 and "refused" not in json.dumps(tries[0])
+        assert "Your last proposal was refused" in tries[1][-1]["content"]
+        assert "thrice" in tries[1][-1]["content"] and "PACKAGE_UNAVAILABLE" in tries[2][-1]["content"]
         assert functions.names == ["triple"] and functions.version("triple") == 1
         assert [h.author.kind for h in functions.history()] == ["optimizer"]
         assert register_for_llm == [{"func_sig": {"name": "triple", "description": TRIPLE["description"],
@@ -380,3 +390,32 @@ def test_a_cut_output_says_what_the_log_really_keeps(sandbox, store):
     assert f"runner's log (execution {flood.execution_ids[0]}) keeps the first {limit:,} bytes" \
         in flood.output and "whole" not in flood.output
     assert len(store.get_execution(flood.execution_ids[0]).result.stdout) < 3_000_000
+
+
+def test_agent_optimizer_refuses_a_function_that_never_ends_and_removes_for_the_executor(
+        sandbox, store):
+    """A proposal whose smoke call runs past its limit is refused (every later call would
+    cost the whole limit); a function the step removes is mapped to None for the executor,
+    which is how AG2's register_function drops it."""
+    functions = FunctionSet("ag2-spin", [{**TRIPLE, "arguments": {"n": {"type": "integer"}}}],
+                            log_store=False)
+    spin = {**TRIPLE, "name": "spin", "code": "def spin(n):\n    while True:\n        pass\n"}
+    with FakeOpenAI() as server:
+        server.reply("", tool_calls=[FakeOpenAI.call("add_function", spin)])
+        server.reply("", tool_calls=[FakeOpenAI.call("remove_function", {"name": "triple"})])
+        optimizer = SandboxedAgentOptimizer(max_actions_per_step=1, llm_config=llm_config(server),
+                                            optimizer_model=server.model, functions=functions,
+                                            sandbox=sandbox, limits=Limits(timeout_s=1))
+        optimizer.record_one_conversation([{"role": "user", "content": "What is 3 * 14?"},
+                                           {"role": "assistant", "content": "\\boxed{41}"}],
+                                          is_satisfied=False)
+        register_for_llm, register_for_executor = optimizer.step()
+    verdicts = [(v.accepted, v.action, v.function) for v in optimizer.proposals]
+    assert verdicts == [(False, "add_function", "spin"), (True, "remove_function", "triple")]
+    assert "time limit" in optimizer.proposals[0].reason or "timeout" in optimizer.proposals[0].reason
+    assert functions.names == [] and register_for_executor == {"triple": None}
+    assert register_for_llm == [{"func_sig": {"name": "triple"}, "is_remove": True}]
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    user.register_function(function_map={"triple": lambda n: str(3 * n)})
+    user.register_function(function_map=register_for_executor)
+    assert "triple" not in user.function_map

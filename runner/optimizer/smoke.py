@@ -9,8 +9,9 @@ Two executions, both logged and linked to the optimizer's turn:
    any call of the set runs. Made-up arguments may well make a correct function raise
    (a ValueError for an example string), so only failures that no arguments could cause
    refuse it: an import that fails or is refused, a name the code never defines, a
-   package that cannot be had. Anything else is reported to the optimizer with the
-   acceptance, for it to judge.
+   package that cannot be had, and a call that runs past its time limit (a function that
+   does not end on small example arguments would cost every later call its whole limit).
+   Anything else is reported to the optimizer with the acceptance, for it to judge.
 
 Package environments are the backend's (built once per set of requirements and cached);
 nothing here installs anything.
@@ -84,7 +85,7 @@ def smoke_test(sandbox: Sandbox, spec: FunctionSpec, candidate: FunctionSet, *, 
 
 
 def _broken(result: ExecutionResult) -> bool:
-    if result.status in (Status.DENIED, Status.INSTALL_FAILED):
+    if result.status in (Status.DENIED, Status.INSTALL_FAILED, Status.TIMEOUT):
         return True
     return result.status is Status.ERROR and result.error is not None and result.error.type in _BROKEN
 

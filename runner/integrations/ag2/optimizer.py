@@ -9,17 +9,22 @@ smoke-run and kept as versions of a runner `FunctionSet`.
         assistant.update_function_signature(**item)
     user_proxy.register_function(function_map=register_for_executor)
 
-`step()` asks the optimizer model exactly as AG2 does (its prompt, its three actions, its
+`step()` asks the optimizer model as AG2 does (its prompt, its three actions, its
 rollback of a list that did worse, up to three tries per action), and returns the same two
-things, with two differences:
+things, with these differences:
 
 - Every proposed action passes the checks and the smoke run of `runner math train`
   (`runner.optimizer.proposals.read_proposal`, then `runner.optimizer.smoke.smoke_test`:
   the arguments load as a function file does, the code compiles and defines exactly the
   named function, packages are plain requirements the sandbox offers, and the function is
-  defined and called once in the sandbox). A refused action counts as invalid, so AG2 asks
-  again, as it does for an action whose JSON does not parse; `proposals` keeps every
-  verdict with its reason.
+  defined and called once in the sandbox; a call that runs past its limit refuses it). A
+  refused action counts as invalid, so AG2 asks again, as it does for an action whose
+  JSON does not parse, and the reason is printed (as AG2 prints "Syntax is invalid") and
+  told to the optimizer model with the next try, which AG2 would send unchanged;
+  `proposals` keeps every verdict with its reason.
+- A function the step removed is mapped to None in `register_for_executor`, which is how
+  AG2's `register_function` removes it from the executor (AG2's own step computes the
+  removed names from the functions' keys and so never removes one).
 - The list the step settles on (after AG2's rollback, if any) becomes the content of
   `functions`: each change a new version in the function history, by
   `Author.optimizer(training_id)`. `register_for_executor` is `function_map(functions,
@@ -46,6 +51,7 @@ from ...optimizer.proposals import KINDS, Change, apply_change, read_proposal
 from ...optimizer.smoke import smoke_test
 from ...optimizer.step import SMOKE_LIMITS
 from ...sandbox import Sandbox
+from ...terminal import sanitize_for_terminal
 from ...types import Limits
 from ..common import integration_meta
 from .functions import INTEGRATION, function_map, function_signatures
@@ -70,6 +76,9 @@ class SandboxedAgentOptimizer(AgentOptimizer):  # type: ignore[misc]  # AG2 ship
                  sandbox: Sandbox, limits: Limits | None = None,
                  training_id: str | None = None) -> None:
         super().__init__(max_actions_per_step, llm_config=llm_config, optimizer_model=optimizer_model)
+        # the next try of the optimizer model hears why (AG2's base sets `_client`, untyped)
+        self._told = _ToldWhy(getattr(self, "_client"))  # noqa: B009
+        self._client = self._told
         self.functions = functions
         self.sandbox = sandbox
         self.limits = limits or SMOKE_LIMITS
@@ -80,8 +89,9 @@ class SandboxedAgentOptimizer(AgentOptimizer):  # type: ignore[misc]  # AG2 ship
         self._accepted: dict[str, FunctionSpec] = {spec.name: spec for spec in functions}
         self._trial_functions = [_ag2_function(spec) for spec in functions]
 
-    def step(self) -> tuple[list[dict[str, Any]], dict[str, Callable[..., str]]]:
-        """One AG2 step; (signatures for the assistant, the function map for the executor)."""
+    def step(self) -> tuple[list[dict[str, Any]], dict[str, Callable[..., str] | None]]:
+        """One AG2 step; (signatures for the assistant, the function map for the executor,
+        with None for each function removed)."""
         before = list(self.functions.names)
         super().step()  # its signatures are rebuilt below and its host callables never called
         self.steps += 1
@@ -90,7 +100,9 @@ class SandboxedAgentOptimizer(AgentOptimizer):  # type: ignore[misc]  # AG2 ship
         signatures = [{"func_sig": {"name": name}, "is_remove": True} for name in removed]
         signatures += [{"func_sig": signature, "is_remove": False}
                        for signature in function_signatures(self.functions)]
-        return signatures, function_map(self.functions, self.sandbox)
+        executor: dict[str, Callable[..., str] | None] = dict.fromkeys(removed)
+        executor.update(function_map(self.functions, self.sandbox))
+        return signatures, executor
 
     # -- AG2's hooks ------------------------------------------------------------------------------
 
@@ -100,7 +112,11 @@ class SandboxedAgentOptimizer(AgentOptimizer):  # type: ignore[misc]  # AG2 ship
             return True
         key = _actions_key(actions, incumbent_functions)
         if key not in self._verdicts:
+            refused_before = sum(not verdict.accepted for verdict in self.proposals)
             self._verdicts[key] = self._check(actions, incumbent_functions)
+            if self._verdicts[key] is None:
+                for verdict in [v for v in self.proposals if not v.accepted][refused_before:]:
+                    self._told.tell(verdict)
         return self._verdicts[key] is not None
 
     def _update_function_call(self, incumbent_functions: list[dict[str, Any]], actions: Any
@@ -174,6 +190,33 @@ class SandboxedAgentOptimizer(AgentOptimizer):  # type: ignore[misc]  # AG2 ship
             self.functions.remove(name, by=author, note=note)
         for spec in wanted:
             self.functions.put(spec, by=author, note=note)
+
+
+class _ToldWhy:
+    """AG2's client for the optimizer model, which tells the next request why the last
+    proposal was refused (AG2 sends the same prompt again), and prints it for the user."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._refused: list[ActionVerdict] = []
+
+    def tell(self, verdict: ActionVerdict) -> None:
+        what = f"{verdict.action}({verdict.function!r})" if verdict.function else verdict.action
+        print(sanitize_for_terminal(f"runner refused {what}: [{verdict.code}] {verdict.reason}"))
+        self._refused.append(verdict)
+
+    def create(self, *, messages: list[dict[str, Any]], **options: Any) -> Any:
+        if self._refused:
+            reasons = "\n".join(f"- {v.action}({v.function or ''}): [{v.code}] {v.reason}"
+                                for v in self._refused)
+            messages = [*messages, {"role": "user", "content": (
+                "Your last proposal was refused, for these reasons:\n" + reasons +
+                "\nPropose again with these fixed.")}]
+            self._refused = []
+        return self._client.create(messages=messages, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 def _ag2_function(spec: FunctionSpec) -> dict[str, Any]:
