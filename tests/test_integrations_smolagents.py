@@ -100,7 +100,7 @@ def test_executor_protocol_directly(sandbox):
         executor.send_variables({"numbers": [1, 2, 3], "label": "it's \"quoted\"\n'''"})
         out = executor("total = sum(numbers)\nprint(label)")
         assert not out.is_final_answer and out.output is None
-        assert out.logs == "it's \"quoted\"\n'''"
+        assert out.logs == "it's \"quoted\"\n'''\n"  # (its last newline kept, as smolagents' own)
         answer = executor("final_answer(total)")
         assert answer.is_final_answer and answer.output == 6
         with pytest.raises(StepFailed) as failed:
@@ -159,7 +159,7 @@ def test_hostile_steps_and_the_sandbox_stays_usable(sandbox, store, name):
             with pytest.raises(StepFailed) as failed:
                 executor(HOSTILE[name])
             logged(store, failed.value.result.id, "smolagents")
-        assert executor("print('still here')").logs == "still here"
+        assert executor("print('still here')").logs == "still here\n"
 
 
 @pytest.mark.docker
@@ -172,3 +172,27 @@ def test_on_docker_authorized_imports_become_sandbox_packages(store):
         assert executor.packages == ("numpy",)
         out = executor("import numpy\nfinal_answer(int(numpy.linalg.matrix_rank(numpy.eye(3))))")
         assert out.is_final_answer and out.output == 3
+
+
+@pytest.mark.parametrize("code", [
+    "x = 40\nx + 2",
+    "print('tool gave', 84)",
+    "values = (1, 2)\nvalues",
+    "{1: 'x', 2: {3, 4}}",
+    "import math\nmath.pi  # the last line is an expression",
+    "total = 0\nfor i in range(3):\n    total += i",
+])
+def test_a_step_reads_as_smolagents_own_executor_reads_it(code):
+    """Side by side with smolagents' LocalPythonExecutor: a step ending in an expression
+    has its value as the output, and the printed logs keep their last newline (smolagents
+    follows them with "Last output from code snippet:")."""
+    from smolagents.local_python_executor import LocalPythonExecutor
+
+    local = LocalPythonExecutor(["math"])
+    local.send_tools({})
+    expected = local(code)
+    with RunnerPythonExecutor(timeout=10) as executor:  # the default tier, the jail
+        executor.send_tools({})
+        got = executor(code)
+    assert (got.output, got.logs, got.is_final_answer) == \
+        (expected.output if "=" not in code.splitlines()[-1] else None, expected.logs, False)

@@ -379,10 +379,15 @@ def block_output(result: ExecutionResult, *, setup: ExecutionResult | None = Non
 
 
 def printed_output(result: ExecutionResult, *, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
-                   notes: Iterable[str] = ()) -> str:
+                   notes: Iterable[str] = (), keep_newline: bool = False) -> str:
     """What the block printed (stdout, then stderr), then the files it made (and `notes`
-    about them), as a terminal would show it."""
-    return _shown(_printed(result), result, max_chars, tail=[*_files_text(result), *notes])
+    about them), as a terminal would show it; with `keep_newline`, ending with a newline
+    when the block's output did."""
+    shown = _shown(_printed(result), result, max_chars, tail=[*_files_text(result), *notes])
+    printed = result.stderr or result.stdout
+    if keep_newline and shown and not shown.endswith("\n") and printed.endswith("\n"):
+        shown += "\n"
+    return shown
 
 
 def _printed(result: ExecutionResult) -> list[str]:

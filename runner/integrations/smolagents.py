@@ -46,6 +46,7 @@ Every run's log row names the integration (`{"integration": "smolagents"}`).
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import keyword
@@ -61,6 +62,7 @@ from smolagents.tools import Tool
 from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, FunctionDefinitionError
 from ..functions import FunctionSet, FunctionSpec, spec_from_callable
+from ..last_expression import parsed, wrap_last_expression
 from ..sandbox import Sandbox
 from ..types import ExecutionResult, Limits, Status
 from ..worker.policy.names import DEFAULT_ALLOWED_MODULES
@@ -72,7 +74,7 @@ from .common import (
     functions_source,
     printed_output,
 )
-from .smolagents_values import SANDBOX_SOURCE, decode_answer, images_of
+from .smolagents_values import LAST_VALUE, SANDBOX_SOURCE, decode_answer, images_of, last_value
 
 __all__ = ["FINAL_ANSWER_EXCEPTION", "RunnerPythonExecutor", "StepFailed", "authorized_packages",
            "tool_spec", "variables_code"]
@@ -179,17 +181,21 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         final answer if it gave one, else the images it made (a figure from `plt.show()`
         or `savefig`: one PIL image, or a list of them), as smolagents' own executors
         return an image result."""
-        run = self._blocks.get().run(code_action, meta={"smolagents": "step"})
+        run = self._blocks.get().run(_with_last_value(code_action), meta={"smolagents": "step"})
         result = run.result
         self.last_images = images_of(result.files)
-        logs = printed_output(result, max_chars=self.max_print_outputs_length, notes=run.file_notes)
+        # (its last newline kept: smolagents follows the logs with its own line)
+        logs = printed_output(result, max_chars=self.max_print_outputs_length, notes=run.file_notes,
+                              keep_newline=True)
         if result.status is Status.ERROR and result.error is not None \
                 and result.error.type == FINAL_ANSWER_EXCEPTION:
             return CodeOutput(output=decode_answer(result.error.message, result), logs=logs,
                               is_final_answer=True)
         if result.status is Status.OK:
             images = self.last_images
-            output = None if not images else images[0] if len(images) == 1 else images
+            output = last_value(result)
+            if output is None and images:
+                output = images[0] if len(images) == 1 else images
             return CodeOutput(output=output, logs=logs, is_final_answer=False)
         raise StepFailed(block_output(result, setup=run.setup, max_chars=self.max_print_outputs_length,
                                       notes=run.file_notes), result)
@@ -238,6 +244,19 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         """What each session defines first: final_answer, the functions, the tools."""
         tools = FunctionSet("smolagents-tools", [*self.functions, *self.tools], log_store=False)
         return _FINAL_ANSWER + "\n\n" + functions_source(tools)
+
+
+def _with_last_value(code: str) -> str:
+    """The step with its last expression's value kept for its output (a last `print(...)`
+    or `final_answer(...)` has none to keep: left as the model wrote it, as most steps
+    end, so the log shows the model's own code)."""
+    tree = parsed(code)
+    last = tree.body[-1] if tree is not None and tree.body else None
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+            and isinstance(last.value.func, ast.Name) \
+            and last.value.func.id in ("print", "final_answer"):
+        return code
+    return wrap_last_expression(code, LAST_VALUE, tree)
 
 
 def tool_spec(name: str, tool: Tool) -> FunctionSpec:

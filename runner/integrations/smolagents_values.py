@@ -40,6 +40,8 @@ __all__ = ["ANSWER_FILE", "MAX_IMAGE_PIXELS", "SAFE_PREFIX", "SANDBOX_SOURCE",
 SAFE_PREFIX = "safe:"
 FILE_PREFIX = "file:"
 ANSWER_FILE = f"{PRIVATE_DIR}/final-answer.json"
+LAST_VALUE_FILE = f"{PRIVATE_DIR}/last-value.json"  # a step's last expression, for its output
+LAST_VALUE = "_runner_last_value"  # the session's function a step's last expression is given
 INLINE_ANSWER_CHARS = 60_000  # under the sandbox's 64 KB of an error message
 MAX_IMAGE_PIXELS = 40_000_000  # 160 MB as RGBA; a figure is a few hundred thousand
 ANSWER_BOUNDS = JsonBounds(max_chars=48 * 1024 * 1024, max_depth=100, max_items=2_000_000,
@@ -121,7 +123,28 @@ def _runner_answer_text(answer):
     except Exception:  # no files here (the restricted tier): the text, cut by the sandbox
         return text
     return "{FILE_PREFIX}{ANSWER_FILE}"
+
+
+def {LAST_VALUE}(value):
+    """The step's last expression: kept for the step's output (None is no output)."""
+    if value is not None:
+        try:
+            import os
+            os.makedirs("{PRIVATE_DIR}", exist_ok=True)
+            with open("{LAST_VALUE_FILE}", "w", encoding="utf-8") as out:
+                out.write("{SAFE_PREFIX}" + _runner_json.dumps(_runner_safe(value)))
+        except Exception:  # no files here (the restricted tier): no output, as before
+            pass
+    return value
 '''
+
+
+def last_value(result: ExecutionResult) -> Any:
+    """The value of the step's last expression (None when it had none, or could not say
+    it: the restricted tier has no files), as smolagents' remote executors return it."""
+    if not any(made.name == LAST_VALUE_FILE for made in result.files):
+        return None
+    return decode_answer(FILE_PREFIX + LAST_VALUE_FILE, result)
 
 
 def decode_answer(message: str, result: ExecutionResult) -> Any:

@@ -67,6 +67,7 @@ from ..agent.protocols.base import ConversationRules, ReplyProtocol
 from ..agent.protocols.code import PYTHON
 from ..agent.protocols.tools import tool_call_actions, tool_messages
 from ..errors import ConfigurationError
+from ..last_expression import parsed, wrap_last_expression
 from ..types import ExecutionResult, Status
 
 if TYPE_CHECKING:
@@ -149,29 +150,13 @@ def print_last_expression(code: str) -> str:
     """`code` with its last statement printed, when the block calls no `print` and that
     statement is an expression (AutoGen's rule, read from the block's syntax). Code that
     does not parse is returned as it is: running it shows the error."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return code
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+    tree = parsed(code)
+    if tree is None:
         return code
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
             return code
-    last = tree.body[-1]
-    if last.end_lineno is None or last.end_col_offset is None:
-        return code
-    lines = code.splitlines(keepends=True)
-    start = sum(len(line) for line in lines[:last.lineno - 1]) + _offset(lines[last.lineno - 1],
-                                                                            last.col_offset)
-    end = sum(len(line) for line in lines[:last.end_lineno - 1]) + _offset(
-        lines[last.end_lineno - 1], last.end_col_offset)
-    return f"{code[:start]}print({code[start:end]}){code[end:]}"
-
-
-def _offset(line: str, byte_offset: int) -> int:
-    """The character index of a UTF-8 byte offset in `line` (ast gives byte offsets)."""
-    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
+    return wrap_last_expression(code, "print", tree)
 
 
 class MathChatProxyProtocol(ReplyProtocol):

@@ -33,12 +33,12 @@ so no block of this agent reaches the host whichever path AG2 takes. The keyword
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from typing import Any
 
 from ...backends.base import DEFAULT_BACKEND
 from ...functions import FunctionSet
+from ...last_expression import wrap_last_expression
 from ...sandbox import Sandbox
 from ...types import Limits, Status
 from ..common import block_output
@@ -119,18 +119,4 @@ def print_last_expression(code: str) -> str:
     expression. Code that does not parse is left for the sandbox to report."""
     if "print(" in code:
         return code
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return code
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        return code
-    last = tree.body[-1]
-    segment = ast.get_source_segment(code, last)
-    if segment is None or last.end_lineno is None:
-        return code
-    lines = code.splitlines()
-    start = lines[last.lineno - 1][:last.col_offset]
-    end = lines[last.end_lineno - 1][last.end_col_offset or 0:]
-    return "\n".join([*lines[:last.lineno - 1], f"{start}print({segment}){end}",
-                      *lines[last.end_lineno:]])
+    return wrap_last_expression(code, "print")
