@@ -70,6 +70,9 @@ async def exercise(client: Client) -> dict[str, dict]:
         "call_function", {"name": "loan_payment", "arguments": {"principal": "a lot"}}))
     bad_limits = await client.call_tool("run_python", {"code": "print(1)", "timeout_s": -1})
     assert bad_limits.is_error and "timeout_s" in bad_limits.content[0].text
+    # the fix speaks of tool arguments, not of the Python API the client cannot use
+    assert "Limits(" not in bad_limits.content[0].text
+    assert "give timeout_s above 0 and at most 10" in bad_limits.content[0].text
     for name, code in HOSTILE.items():
         seen[name] = structured(await client.call_tool("run_python", {"code": code, "timeout_s": 1}))
     seen["after"] = structured(await client.call_tool("run_python", {"code": "print('still here')"}))

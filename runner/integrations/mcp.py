@@ -183,7 +183,12 @@ class RunnerMCP:
                 raise ConfigurationError(
                     f"{name}={asked:g} is above this server's limit of {most:g}",
                     fix=f"ask for {most:g} or less, or leave {name} out for the server's limit")
-        return base.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+        try:
+            return base.with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
+        except ConfigurationError as exc:  # its fix is Python; a client sets tool arguments
+            raise ConfigurationError(exc.message, fix=(
+                f"give timeout_s above 0 and at most {ceiling.timeout_s:g}, memory_mb at most "
+                f"{ceiling.memory_mb}, or leave them out for the server's limits")) from None
 
     def _store(self) -> LogStore:
         store = self.sandbox.log_store
