@@ -110,11 +110,55 @@ def test_executor_protocol_directly(sandbox):
         assert caught.is_final_answer and caught.output == "x"  # final_answer is not an Exception
 
 
+RATE = 3
+
+
+class Multiplier(Tool):
+    name = "multiplier"
+    description = "Multiplies by a factor."
+    inputs = {"x": {"type": "integer", "description": "the number"}}
+    output_type = "integer"
+
+    def __init__(self, factor=3):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        import math
+        return math.prod([x, self.factor])
+
+
+@tool
+def scaled(x: int) -> int:
+    """Scales by the host module's rate.
+
+    Args:
+        x: the number
+    """
+    return x * RATE
+
+
+def test_tool_subclasses_ship_as_smolagents_remote_executors_ship_them():
+    """A Tool subclass runs in the sandbox (its class's source, an instance with its
+    defaults), beside @tool functions; one that reads what it lacks fails there, in the
+    sandbox, and the host's object is never reached."""
+    with RunnerPythonExecutor(timeout=10) as executor:  # the default tier, the jail
+        executor.send_tools({"multiplier": Multiplier(), "cube": cube, "read_secret": HostTool()})
+        out = executor("print(multiplier(x=4), cube(2))\nmultiplier(5)")
+        assert (out.output, out.logs) == (15, "12 8\n")
+        with pytest.raises(StepFailed) as failed:
+            executor("read_secret(key='token')")
+        assert "AttributeError" in str(failed.value) and "secrets" in str(failed.value)
+
+
 def test_tools_that_cannot_run_in_the_sandbox_are_refused_with_the_reason(sandbox):
+    """A @tool that reads a module constant of the host passes smolagents and would fail
+    with NameError at its first call in the sandbox: it is refused when the run starts."""
     with RunnerPythonExecutor(sandbox) as executor:
         with pytest.raises(ConfigurationError) as refused:
-            executor.send_tools({"cube": cube, "read_secret": HostTool()})
-        assert "read_secret" in refused.value.message and "self" in refused.value.message
+            executor.send_tools({"cube": cube, "scaled": scaled})
+        assert "scaled reads RATE, which it does not define" in refused.value.message
+        assert "cube" not in refused.value.message
 
 
 def test_authorized_imports_map_onto_what_the_sandbox_allows():

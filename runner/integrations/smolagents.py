@@ -23,11 +23,15 @@
 - `send_variables`: the agent's variables (`additional_args`) are set in the session from
   JSON data, pasted as string literals, so no value can become code; a value JSON cannot
   carry is a clear error.
-- Tools: a tool made with smolagents' `@tool` from a plain function is a runner function:
-  its source is defined in the session and called there, never on the host. A tool that
-  cannot be (a `Tool` subclass whose `forward` uses `self`, a managed agent, a function
-  that closes over host variables) is refused with the reason when the run starts; pass
-  such functions as a runner `FunctionSet` (`functions=`) instead.
+- Tools (runner/integrations/smolagents_tools.py): a tool made with smolagents' `@tool`
+  from a plain function is a runner function: its source is defined in the session and
+  called there, never on the host. A `Tool` subclass (smolagents' documented way, and how
+  its own tools are written) is shipped as smolagents' Docker and E2B executors ship it:
+  its class's source, checked by smolagents' own `validate_tool_attributes`, defined in
+  the session and instantiated there with its defaults. A tool that cannot run there
+  (one that reads a name it does not define, such as a module constant of the host; a
+  managed agent) is refused with the reason when the run starts; pass such functions as
+  a runner `FunctionSet` (`functions=`) instead.
 - `additional_authorized_imports` map onto what the sandbox can allow. On the restricted
   tier, the modules it offers (math, cmath, fractions, decimal, statistics, itertools,
   functools, collections, re, json, datetime, random, sympy); anything else, or "*", is a
@@ -47,7 +51,6 @@ Every run's log row names the integration (`{"integration": "smolagents"}`).
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import keyword
 import os
@@ -61,7 +64,7 @@ from smolagents.tools import Tool
 
 from ..backends.base import DEFAULT_BACKEND
 from ..errors import ConfigurationError, FunctionDefinitionError
-from ..functions import FunctionSet, FunctionSpec, spec_from_callable
+from ..functions import FunctionSet, FunctionSpec
 from ..last_expression import parsed, wrap_last_expression
 from ..sandbox import Sandbox
 from ..types import ExecutionResult, Limits, Status
@@ -74,6 +77,7 @@ from .common import (
     functions_source,
     printed_output,
 )
+from .smolagents_tools import checked_tool_class, is_tool_class, tool_classes_source, tool_spec
 from .smolagents_values import LAST_VALUE, SANDBOX_SOURCE, decode_answer, images_of, last_value
 
 __all__ = ["FINAL_ANSWER_EXCEPTION", "RunnerPythonExecutor", "StepFailed", "authorized_packages",
@@ -132,6 +136,7 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         self.functions = functions if functions is not None else FunctionSet(
             "smolagents-tools", log_store=False)
         self.tools: list[FunctionSpec] = []
+        self.tool_classes: dict[str, Tool] = {}  # Tool subclasses, shipped as their source
         self.max_print_outputs_length = max_print_outputs_length
         self.last_images: list[Any] = []  # PIL images the last step made
         self._blocks = LazyBlocks(INTEGRATION, sandbox, backend, backend_options,
@@ -143,26 +148,32 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
         """Define the agent's tools in the session (final_answer is the executor's own)."""
-        specs, refused = [], []
+        specs: list[FunctionSpec] = []
+        classes: dict[str, Tool] = {}
+        refused: list[str] = []
         for name, tool in tools.items():
             if name == "final_answer":
                 continue
             try:
-                specs.append(tool_spec(name, tool))
+                if is_tool_class(tool):
+                    classes[name] = checked_tool_class(name, tool)
+                else:
+                    specs.append(tool_spec(name, tool))
             except FunctionDefinitionError as exc:
                 refused.append(f"{name}: {exc.message}")
         if refused:
             raise ConfigurationError(
                 "these tools cannot run in runner's sandbox: " + "; ".join(refused),
-                fix="make each a plain function with smolagents' @tool (no self, no variables of "
-                    "an enclosing function), or pass it as a runner FunctionSet (functions=...)")
-        if specs == self.tools:
+                fix="define every name a tool reads inside it (its imports and constants), or "
+                    "pass it as a runner FunctionSet (functions=...)")
+        if specs == self.tools and list(classes.items()) == list(self.tool_classes.items()):
             return
-        self.tools = specs
+        self.tools, self.tool_classes = specs, classes
         blocks = self._blocks.opened
         if blocks is not None:  # the session is open (send_variables came first)
             blocks.setup_code = self._setup_code()
-            source = functions_source(FunctionSet("smolagents-tools", specs, log_store=False))
+            source = functions_source(FunctionSet("smolagents-tools", specs, log_store=False)) \
+                + tool_classes_source(classes)
             if source:
                 result = blocks.run(source, meta={"smolagents": "tools"}).result
                 if result.status is not Status.OK:
@@ -243,7 +254,7 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
     def _setup_code(self) -> str:
         """What each session defines first: final_answer, the functions, the tools."""
         tools = FunctionSet("smolagents-tools", [*self.functions, *self.tools], log_store=False)
-        return _FINAL_ANSWER + "\n\n" + functions_source(tools)
+        return _FINAL_ANSWER + "\n\n" + functions_source(tools) + tool_classes_source(self.tool_classes)
 
 
 def _with_last_value(code: str) -> str:
@@ -257,23 +268,6 @@ def _with_last_value(code: str) -> str:
             and last.value.func.id in ("print", "final_answer"):
         return code
     return wrap_last_expression(code, LAST_VALUE, tree)
-
-
-def tool_spec(name: str, tool: Tool) -> FunctionSpec:
-    """A smolagents tool as a runner function, when its code can run on its own."""
-    forward = getattr(tool, "forward", None)
-    if inspect.ismethod(forward):  # a Tool subclass's forward(self, ...): it needs the object
-        raise FunctionDefinitionError(f"{type(tool).__name__}.forward uses the tool object (self)",
-                                      fix="use @tool on a plain function")
-    function = inspect.unwrap(forward) if forward is not None else None
-    if function is None or not inspect.isfunction(function):
-        raise FunctionDefinitionError(f"{type(tool).__name__} has no plain function to run",
-                                      fix="use @tool on a plain function")
-    if next(iter(inspect.signature(function).parameters), None) == "self":
-        raise FunctionDefinitionError(f"{type(tool).__name__}.forward uses the tool object (self)",
-                                      fix="use @tool on a plain function")
-    return spec_from_callable(function, name=name, description=str(getattr(tool, "description", "")),
-                              decorator_names=frozenset({"tool"}))
 
 
 def authorized_packages(imports: Iterable[str], tier: str) -> tuple[str, ...]:
