@@ -72,3 +72,18 @@ def test_an_extra_installed_as_written_keeps_this_runner():
     assert "Would install" not in shown.stdout or "runner" not in \
         shown.stdout.split("Would install", 1)[1], shown.stdout
     assert f"Requirement already satisfied: {name}" in shown.stdout, shown.stdout
+
+
+def test_no_extra_names_the_unrelated_runner_on_the_index():
+    """An extra that names the distribution itself must use its own name: `runner[...]`
+    installs the index's unrelated `runner` 1.1 and none of the extras."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    own = project["name"]
+    for extra, requirements in project["optional-dependencies"].items():
+        for line in requirements:
+            name = Requirement(line).name.lower().replace("_", "-")
+            assert name != "runner", f"extra {extra!r} names 'runner': use {own!r}"
