@@ -183,3 +183,33 @@ def test_hostile_blocks_give_a_normal_result_and_the_sandbox_stays_usable(sandbo
             logged(store, result.execution_ids[0], "autogen")
 
     run(scenario())
+
+
+def test_an_agent_with_the_executor_dumps_and_loads_as_autogens_own(tmp_path):
+    """Declarative use (AutoGen Studio): an agent holding the executor dumps to JSON and
+    loads again, with the tier, limits, packages, function set and work_dir it had."""
+    import json
+
+    from autogen_core import ComponentModel
+
+    functions = FunctionSet("dumped", [{"name": "double", "description": "2x",
+                                        "arguments": {"x": {"type": "number"}},
+                                        "code": "def double(x):\n    return 2 * x\n"}],
+                            log_store=False)
+    executor = RunnerCodeExecutor(backend="jail", timeout=7, packages=["sympy"],
+                                  functions=functions, work_dir=tmp_path / "work")
+    agent = CodeExecutorAgent("runner", code_executor=executor)
+    text = json.dumps(agent.dump_component().model_dump())
+    config = json.loads(text)["config"]["code_executor"]
+    assert config["provider"] == "runner.integrations.autogen.RunnerCodeExecutor"
+    assert config["config"]["limits"]["timeout_s"] == 7 and config["config"]["packages"] == ["sympy"]
+    loaded = CodeExecutorAgent.load_component(ComponentModel.model_validate_json(text))
+    again = loaded._code_executor
+    assert isinstance(again, RunnerCodeExecutor) and again is not executor
+    try:
+        result = asyncio.run(execute(again, "import sympy\nprint(double(21), sympy.__name__)\n"
+                                            "open('made.txt', 'w').write('x')"))
+    finally:
+        asyncio.run(again.stop())
+    assert result.exit_code == 0 and result.output.startswith("42 sympy\nFiles made: made.txt")
+    assert again.limits.timeout_s == 7 and (tmp_path / "work" / "made.txt").read_text() == "x"

@@ -25,6 +25,12 @@ Without it, saved files go to a temporary directory (`executor.work_dir`).
 Each block runs in a worker thread (`asyncio.to_thread`), so the event loop and the
 team's other agents go on meanwhile. Every block's log row names the integration
 (`{"integration": "autogen"}`).
+
+The executor is an AutoGen component, as AutoGen's own executors are: `dump_component()`
+gives its declarative form (the tier, the blocks' limits, packages, the function set's
+data, `work_dir`, the output cap) and `load_component` builds it again, with a sandbox
+of its own (a sandbox passed in is described by its tier and limits: a live object has
+no declarative form), so agents and teams that use it dump and load (AutoGen Studio).
 """
 
 from __future__ import annotations
@@ -32,19 +38,25 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, Component
 from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
+from pydantic import BaseModel, ConfigDict, Field
 
+from ..backends.base import DEFAULT_BACKEND
+from ..functions import FunctionSet
+from ..types import Limits
 from .common import (
     CANCELLED_EXIT_CODE,
     CANCELLED_MARK,
+    DEFAULT_MAX_OUTPUT_CHARS,
     BlockOutputs,
     SessionExecutor,
     is_python,
 )
 
-__all__ = ["RunnerCodeExecutor", "RunnerCodeResult"]
+__all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorConfig", "RunnerCodeResult"]
 
 INTEGRATION = "autogen"
 
@@ -58,11 +70,44 @@ class RunnerCodeResult(CodeResult):
     execution_ids: list[str] = field(default_factory=list)
 
 
-class RunnerCodeExecutor(SessionExecutor, CodeExecutor):
+class RunnerCodeExecutorConfig(BaseModel):
+    """The executor's declarative form (`dump_component` / `load_component`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = DEFAULT_BACKEND
+    limits: Limits = Field(default_factory=Limits)
+    packages: list[str] = Field(default_factory=list)
+    functions: dict[str, Any] | None = None  # a FunctionSet's data, as its file holds it
+    work_dir: str | None = None
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExecutorConfig]):
     """Runs AutoGen's code blocks in runner's sandbox; see the module docstring and
     `SessionExecutor` for the arguments (`stop` ends the session)."""
 
     integration = INTEGRATION
+    component_config_schema = RunnerCodeExecutorConfig
+    component_provider_override = "runner.integrations.autogen.RunnerCodeExecutor"
+
+    def _to_config(self) -> RunnerCodeExecutorConfig:
+        blocks = self._blocks
+        functions = blocks.functions
+        return RunnerCodeExecutorConfig(
+            backend=blocks.backend_name, limits=self.limits, packages=list(blocks.packages),
+            functions=functions.to_dict() if functions is not None and len(functions) else None,
+            work_dir=str(blocks.work_dir.given) if blocks.work_dir.given is not None else None,
+            max_output_chars=self.max_output_chars, backend_options=blocks.backend_options)
+
+    @classmethod
+    def _from_config(cls, config: RunnerCodeExecutorConfig) -> Self:
+        functions = FunctionSet.from_data(config.functions, log_store=False) \
+            if config.functions is not None else None
+        return cls(backend=config.backend, limits=config.limits, packages=config.packages,
+                   functions=functions, work_dir=config.work_dir,
+                   max_output_chars=config.max_output_chars, **config.backend_options)
 
     async def execute_code_blocks(self, code_blocks: list[CodeBlock],
                                   cancellation_token: CancellationToken) -> RunnerCodeResult:

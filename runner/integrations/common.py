@@ -215,6 +215,9 @@ class LazyBlocks:
         self._sandbox = sandbox
         self._backend = backend
         self._backend_options = dict(backend_options)
+        # What builds it again (a declarative form): a sandbox given is named by its tier.
+        self.backend_name = sandbox.backend_name if sandbox is not None else backend
+        self.backend_options = dict(backend_options) if sandbox is None else {}
         self.limits = limits
         self.packages = tuple(packages)
         self.functions = functions

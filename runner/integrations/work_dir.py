@@ -106,6 +106,11 @@ class WorkDir:
         """The directory (None until a block made files, when none was given)."""
         return self._path
 
+    @property
+    def given(self) -> Path | None:
+        """The directory the caller gave, if any (not a temporary one made here)."""
+        return self._path if self._given else None
+
     def forget(self) -> None:
         """The session's directory is empty again (a fresh session): hand over everything."""
         with self._lock:
