@@ -213,3 +213,43 @@ def test_an_agent_with_the_executor_dumps_and_loads_as_autogens_own(tmp_path):
         asyncio.run(again.stop())
     assert result.exit_code == 0 and result.output.startswith("42 sympy\nFiles made: made.txt")
     assert again.limits.timeout_s == 7 and (tmp_path / "work" / "made.txt").read_text() == "x"
+
+
+def add_two_numbers(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+def expand_square(x: str) -> str:
+    """(x)^2 expanded."""
+    return str(sympy.expand(sympy.sympify(x) ** 2))  # noqa: F821 (sympy: its global import)
+
+
+def test_autogens_own_function_types_are_importable_from_the_functions_module():
+    """functions=[...] in AutoGen's own types, as its executors take them: a plain
+    callable, a FunctionWithRequirements with its package and global import, and one from
+    a string; blocks import them from `functions`, the prompt lists them as AutoGen's
+    executors do, and they survive dump and load."""
+    from autogen_core import ComponentModel
+    from autogen_core.code_executor import FunctionWithRequirements, ImportFromModule
+
+    with_sympy = FunctionWithRequirements.from_callable(
+        expand_square, python_packages=["sympy"], global_imports=["sympy"])
+    from_text = FunctionWithRequirements.from_str(
+        "def shout(text: str) -> str:\n    return text.upper()\n",
+        global_imports=[ImportFromModule("math", ["pi"])])
+    executor = RunnerCodeExecutor(timeout=20, functions=[add_two_numbers, with_sympy, from_text])
+    prompt = executor.format_functions_for_prompt()
+    assert "`from functions import foo`" in prompt and "def add_two_numbers(a: " in prompt
+    assert '"""(x)^2 expanded."""' in prompt and "def shout(text: str) -> str:" in prompt
+    code = ("from functions import add_two_numbers, expand_square, shout\n"
+            "print(add_two_numbers(2, 3), expand_square('a+1'), shout('hi'))")
+    loaded = RunnerCodeExecutor.load_component(
+        ComponentModel.model_validate_json(executor.dump_component().model_dump_json()))
+    try:
+        for each in (executor, loaded):
+            result = asyncio.run(execute(each, code))
+            assert (result.exit_code, result.output) == (0, "5 a**2 + 2*a + 1 HI"), result.output
+    finally:
+        asyncio.run(executor.stop())
+        asyncio.run(loaded.stop())

@@ -36,16 +36,27 @@ no declarative form), so agents and teams that use it dump and load (AutoGen Stu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from string import Template
+from typing import Any, ClassVar, Self
 
 from autogen_core import CancellationToken, Component
-from autogen_core.code_executor import CodeBlock, CodeExecutor, CodeResult
+from autogen_core.code_executor import (
+    CodeBlock,
+    CodeExecutor,
+    CodeResult,
+    FunctionWithRequirements,
+    FunctionWithRequirementsStr,
+)
+from autogen_core.code_executor._func_with_reqs import build_python_functions_file, to_stub
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..backends.base import DEFAULT_BACKEND
+from ..errors import ConfigurationError
 from ..functions import FunctionSet
+from ..sandbox import Sandbox
 from ..types import Limits
 from .common import (
     CANCELLED_EXIT_CODE,
@@ -56,7 +67,28 @@ from .common import (
     is_python,
 )
 
-__all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorConfig", "RunnerCodeResult"]
+__all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorConfig", "RunnerCodeResult", "module_code"]
+
+AutoGenFunction = FunctionWithRequirements[Any, Any] | Callable[..., Any] | FunctionWithRequirementsStr
+# The prompt AutoGen's command-line executors give for their functions (its wording, so a
+# model prompted for them reads the same), with the module's name and the functions' stubs.
+# (autogen_ext's copy cannot be imported without its docker extra.)
+FUNCTION_PROMPT_TEMPLATE = (
+    "You have access to the following user defined functions. They can be accessed from the "
+    "module called `$module_name` by their function names.\n\n"
+    "For example, if there was a function called `foo` you could import it by writing "
+    "`from $module_name import foo`\n\n$functions")
+
+
+def module_code(name: str, source: str) -> str:
+    """Session code that makes `source` importable as module `name` (AutoGen's executors
+    write it to `name`.py beside the blocks; a session holds it in memory)."""
+    return (f"import sys as _runner_sys, types as _runner_types\n"
+            f"_runner_module = _runner_types.ModuleType({name!r})\n"
+            f"_runner_module.__file__ = {name + '.py'!r}\n"
+            f"exec(compile({source!r}, {name + '.py'!r}, 'exec'), _runner_module.__dict__)\n"
+            f"_runner_sys.modules[{name!r}] = _runner_module\n"
+            f"del _runner_sys, _runner_types, _runner_module\n")
 
 INTEGRATION = "autogen"
 
@@ -82,6 +114,8 @@ class RunnerCodeExecutorConfig(BaseModel):
     work_dir: str | None = None
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     backend_options: dict[str, Any] = Field(default_factory=dict)
+    functions_module: str = "functions"
+    functions_source: str | None = None  # AutoGen's functions, as their module's source
 
 
 class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExecutorConfig]):
@@ -91,6 +125,48 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExec
     integration = INTEGRATION
     component_config_schema = RunnerCodeExecutorConfig
     component_provider_override = "runner.integrations.autogen.RunnerCodeExecutor"
+    FUNCTION_PROMPT_TEMPLATE: ClassVar[str] = FUNCTION_PROMPT_TEMPLATE
+
+    def __init__(self, sandbox: Sandbox | None = None, *,
+                 functions: FunctionSet | Sequence[AutoGenFunction] | None = None,
+                 functions_module: str = "functions", packages: Iterable[str] = (),
+                 **options: Any) -> None:
+        """`functions`: a runner `FunctionSet` (defined in the session, calls validated),
+        or AutoGen's own (`FunctionWithRequirements`, `@with_requirements` functions, plain
+        callables, `FunctionWithRequirements.from_str`), which the blocks import from
+        `functions_module` as with AutoGen's executors, their packages installed for the
+        sandbox; see `SessionExecutor` for the rest."""
+        theirs: list[AutoGenFunction] = []
+        if functions is not None and not isinstance(functions, FunctionSet):
+            theirs, functions = list(functions), None
+        if not functions_module.isidentifier():
+            raise ConfigurationError(f"functions_module {functions_module!r} is not a module name",
+                                     fix="use a Python identifier, such as 'functions'")
+        extra = [p for f in theirs if isinstance(f, (FunctionWithRequirements, FunctionWithRequirementsStr))
+                 for p in f.python_packages]
+        super().__init__(sandbox, functions=functions, packages=[*packages, *extra], **options)
+        self._autogen_functions = theirs
+        self._functions_module = functions_module
+        self._functions_source = build_python_functions_file(theirs) if theirs else None
+        self._define_module()
+
+    def _define_module(self) -> None:
+        if self._functions_source is None:
+            return
+        module = module_code(self._functions_module, self._functions_source)
+        session_functions = self._blocks.setup_code
+        self._blocks.setup_code = lambda: session_functions() + module
+
+    def format_functions_for_prompt(self, prompt_template: str = FUNCTION_PROMPT_TEMPLATE) -> str:
+        """AutoGen's prompt naming the functions the blocks can import (as its executors)."""
+        return Template(prompt_template).substitute(
+            module_name=self._functions_module,
+            functions="\n\n".join(to_stub(f.func if isinstance(f, FunctionWithRequirements) else f)
+                                   for f in self._autogen_functions))
+
+    @property
+    def functions_module(self) -> str:
+        return self._functions_module
 
     def _to_config(self) -> RunnerCodeExecutorConfig:
         blocks = self._blocks
@@ -99,15 +175,20 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExec
             backend=blocks.backend_name, limits=self.limits, packages=list(blocks.packages),
             functions=functions.to_dict() if functions is not None and len(functions) else None,
             work_dir=str(blocks.work_dir.given) if blocks.work_dir.given is not None else None,
-            max_output_chars=self.max_output_chars, backend_options=blocks.backend_options)
+            max_output_chars=self.max_output_chars, backend_options=blocks.backend_options,
+            functions_module=self._functions_module, functions_source=self._functions_source)
 
     @classmethod
     def _from_config(cls, config: RunnerCodeExecutorConfig) -> Self:
         functions = FunctionSet.from_data(config.functions, log_store=False) \
             if config.functions is not None else None
-        return cls(backend=config.backend, limits=config.limits, packages=config.packages,
+        made = cls(backend=config.backend, limits=config.limits, packages=config.packages,
                    functions=functions, work_dir=config.work_dir,
-                   max_output_chars=config.max_output_chars, **config.backend_options)
+                   max_output_chars=config.max_output_chars, functions_module=config.functions_module,
+                   **config.backend_options)
+        made._functions_source = config.functions_source  # (their packages are in `packages`)
+        made._define_module()
+        return made
 
     async def execute_code_blocks(self, code_blocks: list[CodeBlock],
                                   cancellation_token: CancellationToken) -> RunnerCodeResult:
