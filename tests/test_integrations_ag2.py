@@ -25,7 +25,9 @@ from runner.integrations.ag2 import (  # noqa: E402
     SandboxedAgentOptimizer,
     function_map,
     print_last_expression,
+    session_per_chat,
 )
+from runner.errors import ConfigurationError  # noqa: E402
 from runner.logs import LogStore  # noqa: E402
 
 
@@ -129,6 +131,33 @@ def test_assistant_and_executor_converse_through_the_model_server(sandbox, store
         assert any(c.endswith("43") for c in contents)  # the second block saw the first's state
         # the model was sent the outputs it reads
         assert "42" in json.dumps(server.requests[1]["messages"])
+
+
+def test_each_chat_of_an_agent_has_a_session_of_its_own(sandbox, store):
+    """Two users' chats through one agent (AG2's initiate_chat, clear_history by default):
+    with session_per_chat, the second cannot read the first's variables; turns within a
+    chat still share state. Without it, AG2 gives the executor no sign of a new chat."""
+    with FakeOpenAI() as server, RunnerCodeExecutor(sandbox) as executor:
+        server.replies("```python\nsecret = 'first user'\nprint('kept')\n```",
+                       "```python\nprint(secret)\n```", "Done. TERMINATE",
+                       "```python\nprint(secret)\n```", "Done. TERMINATE")
+        assistant = AssistantAgent("assistant", llm_config=llm_config(server))
+        proxy = session_per_chat(UserProxyAgent(
+            "runner", human_input_mode="NEVER", llm_config=False,
+            code_execution_config={"executor": executor},
+            is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or "")))
+        first = proxy.initiate_chat(assistant, message="Keep a secret.", max_turns=3, silent=True)
+        # (AG2 clears the history list in place for the next chat: read it first)
+        first_outputs = [m["content"] for m in first.chat_history if "exitcode" in (m["content"] or "")]
+        second = proxy.initiate_chat(assistant, message="What is the secret?", max_turns=2,
+                                     silent=True)
+    assert any("first user" in c for c in first_outputs), first_outputs  # within a chat: shared
+    second_outputs = [m["content"] for m in second.chat_history if "exitcode" in (m["content"] or "")]
+    assert second_outputs and all("first user" not in c for c in second_outputs)
+    assert "NameError" in second_outputs[0]
+    with pytest.raises(ConfigurationError) as refused:
+        session_per_chat(AssistantAgent("plain", llm_config=False))
+    assert "has no RunnerCodeExecutor" in str(refused.value)
 
 
 # -- MathChat: the AgentOptimizer notebook's flow -------------------------------------------------

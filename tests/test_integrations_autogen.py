@@ -253,3 +253,29 @@ def test_autogens_own_function_types_are_importable_from_the_functions_module():
     finally:
         asyncio.run(executor.stop())
         asyncio.run(loaded.stop())
+
+
+def test_a_team_reset_starts_the_next_task_in_a_fresh_session(sandbox):
+    """With RunnerCodeExecutorAgent, team.reset() (AutoGen's way to start over) restarts
+    the executor's session: the next task cannot read the previous one's variables. With
+    AutoGen's own CodeExecutorAgent, whose reset leaves the executor, it could."""
+    from runner.integrations.autogen import RunnerCodeExecutorAgent
+
+    async def scenario(agent_class) -> str:
+        with FakeOpenAI() as server:
+            server.replies("```python\nsecret = 'first user'\nprint('kept')\n```", "Done. TERMINATE",
+                           "```python\nprint(secret)\n```", "Done. TERMINATE")
+            async with RunnerCodeExecutor(sandbox, timeout=5) as executor:
+                team = RoundRobinGroupChat(
+                    [AssistantAgent("assistant", model_client=model_client(server)),
+                     agent_class("runner", code_executor=executor)],
+                    termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(6))
+                await team.run(task="Keep a secret.")
+                await team.reset()
+                result = await team.run(task="What is the secret?")
+                return "\n".join(str(m.content) for m in result.messages)
+
+    fresh = run(scenario(RunnerCodeExecutorAgent))
+    assert "NameError" in fresh and "first user" not in fresh
+    shared = run(scenario(CodeExecutorAgent))  # AutoGen's own agent: the state leaks across
+    assert "first user" in shared

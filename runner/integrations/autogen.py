@@ -26,6 +26,12 @@ Each block runs in a worker thread (`asyncio.to_thread`), so the event loop and 
 team's other agents go on meanwhile. Every block's log row names the integration
 (`{"integration": "autogen"}`).
 
+A conversation of its own: AutoGen's `CodeExecutorAgent.on_reset` (what `team.reset()`
+calls) leaves its executor as it is, so the next task would read the previous one's
+variables. `RunnerCodeExecutorAgent` is that agent with a reset that restarts its
+executor's session (AutoGen's own hook), so an app that reuses a team for several users
+never shares their state.
+
 The executor is an AutoGen component, as AutoGen's own executors are: `dump_component()`
 gives its declarative form (the tier, the blocks' limits, packages, the function set's
 data, `work_dir`, the output cap) and `load_component` builds it again, with a sandbox
@@ -42,6 +48,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, ClassVar, Self
 
+from autogen_agentchat.agents import CodeExecutorAgent
 from autogen_core import CancellationToken, Component
 from autogen_core.code_executor import (
     CodeBlock,
@@ -67,7 +74,8 @@ from .common import (
     is_python,
 )
 
-__all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorConfig", "RunnerCodeResult", "module_code"]
+__all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorAgent", "RunnerCodeExecutorConfig",
+           "RunnerCodeResult", "module_code"]
 
 AutoGenFunction = FunctionWithRequirements[Any, Any] | Callable[..., Any] | FunctionWithRequirementsStr
 # The prompt AutoGen's command-line executors give for their functions (its wording, so a
@@ -227,3 +235,15 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExec
     async def restart(self) -> None:
         """End the session: the next block starts in a fresh one."""
         self._blocks.restart()
+
+
+class RunnerCodeExecutorAgent(CodeExecutorAgent):
+    """AutoGen's `CodeExecutorAgent`, whose reset (a team's `reset()`) also restarts its
+    executor, so the next task starts in a fresh session (AutoGen's own reset leaves the
+    executor as it is). Everything else is AutoGen's agent."""
+
+    component_provider_override = "runner.integrations.autogen.RunnerCodeExecutorAgent"
+
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        await super().on_reset(cancellation_token)
+        await self._code_executor.restart()

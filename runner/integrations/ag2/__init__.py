@@ -1,7 +1,8 @@
 """runner in AG2 (`pip install runner-sandbox[ag2]`; AG2 0.9, the line that ships MathUserProxyAgent
 and AgentOptimizer): every code block and every learned function runs in runner's sandbox.
 
-- `executor`: `RunnerCodeExecutor`, for `code_execution_config={"executor": ...}`;
+- `executor`: `RunnerCodeExecutor`, for `code_execution_config={"executor": ...}`, and
+  `session_per_chat(agent)` (a fresh session for each chat of the agent);
 - `mathchat`: `RunnerMathChat`, a mixin for `MathUserProxyAgent` (one session per problem,
   each block once);
 - `functions`: `function_map` and `function_signatures` from a `FunctionSet`;
@@ -13,7 +14,7 @@ Every run's log row carries `{"integration": "ag2"}` in its meta.
 
 from __future__ import annotations
 
-from .executor import RunnerCodeExecutor, RunnerCodeResult
+from .executor import RunnerCodeExecutor, RunnerCodeResult, session_per_chat
 from .functions import FunctionCallFailed, function_map, function_signatures, sandboxed_function
 from .mathchat import RunnerMathChat, print_last_expression
 from .optimizer import ActionVerdict, SandboxedAgentOptimizer
@@ -29,4 +30,5 @@ __all__ = [
     "function_signatures",
     "print_last_expression",
     "sandboxed_function",
+    "session_per_chat",
 ]

@@ -14,6 +14,13 @@ language is not run: it gets exit code 1 and "unknown language ...", which tells
 to write Python. A block that runs out of time gets exit code 124 and "Timeout" in the
 output (AG2's convention), and never an exception: the agent's loop goes on.
 
+A conversation of its own: AG2 does not tell a code executor that a chat began, so two
+`initiate_chat` calls of one agent would share the session (the second reading the
+first's variables). `session_per_chat(agent)` registers AG2's own hook
+(`process_all_messages_before_reply`) that starts a fresh session whenever the agent
+replies in a chat that is not the one before (a chat started with `clear_history`, AG2's
+default), so an app that reuses an agent for several users never shares their state.
+
 Files: with `work_dir=`, the directory's files are in the session's working directory for
 the blocks, as with AG2's own executors' `work_dir`, and what a block saves there (a
 `plt.show()` figure too, as figure-N.png) is written back into it and listed in the
@@ -31,6 +38,7 @@ from autogen.coding.base import CodeBlock, CodeResult
 from autogen.coding.markdown_code_extractor import MarkdownCodeExtractor
 from pydantic import Field
 
+from ...errors import ConfigurationError
 from ..common import (
     BlockOutputs,
     BlockRun,
@@ -100,3 +108,31 @@ class RunnerCodeExecutor(SessionExecutor):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def session_per_chat(agent: Any) -> Any:
+    """Make each chat of `agent` (an AG2 agent whose executor is a RunnerCodeExecutor)
+    start its blocks in a fresh session; `agent` back. A chat is told by its messages:
+    within one, each reply sees more messages than the last, under the same first one
+    (AG2 hands the hook copies, so they are compared by content)."""
+    executor = getattr(agent, "code_executor", None)
+    if not isinstance(executor, RunnerCodeExecutor):
+        raise ConfigurationError(
+            f"{type(agent).__name__} {getattr(agent, 'name', '')!r} has no RunnerCodeExecutor",
+            fix="create it with code_execution_config={'executor': RunnerCodeExecutor(...)}")
+    seen: dict[str, Any] = {"first": None, "count": 0}
+
+    def new_chat_new_session(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        first = _said(messages[0]) if messages else None
+        if seen["count"] and (first != seen["first"] or len(messages) <= seen["count"]):
+            executor.restart()
+        seen["first"], seen["count"] = first, len(messages)
+        return messages
+
+    agent.register_hook("process_all_messages_before_reply", new_chat_new_session)
+    return agent
+
+
+def _said(message: Any) -> tuple[Any, Any, Any]:
+    return (message.get("role"), message.get("name"), message.get("content")) \
+        if isinstance(message, dict) else (None, None, message)
