@@ -33,6 +33,9 @@ from .session import Session, interrupted_result
 from .stopping import RunInterrupted
 from .types import ExecutionRequest, ExecutionResult, Limits
 
+DEFAULT_SOURCE = "api"
+INTEGRATION_META_KEY = "integration"  # a run's meta names the framework it came through
+
 log = logging.getLogger(__name__)
 
 
@@ -45,7 +48,7 @@ class Sandbox:
     """
 
     def __init__(self, backend: str = DEFAULT_BACKEND, *, limits: Limits | None = None,
-                 log_store: LogStore | bool = True, source: str = "api",
+                 log_store: LogStore | bool = True, source: str = DEFAULT_SOURCE,
                  **backend_options: Any) -> None:
         self.backend_name = backend
         self.limits = limits_argument(limits, Limits())
@@ -162,11 +165,17 @@ class Sandbox:
 
     def record(self, request: ExecutionRequest, result: ExecutionResult,
                meta: dict[str, Any] | None = None) -> None:
-        """Log a result; also for results decided without running (e.g. invalid arguments)."""
+        """Log a result; also for results decided without running (e.g. invalid arguments).
+        A run that came through a framework integration (its meta names it) is logged with
+        the integration as its source, unless this sandbox was given a source of its own."""
         if self._store is None:
             return
+        source = self.source
+        through = (meta or {}).get(INTEGRATION_META_KEY)
+        if source == DEFAULT_SOURCE and isinstance(through, str) and through:
+            source = through
         try:
-            self._store.record_execution(request, result, source=self.source, meta=meta)
+            self._store.record_execution(request, result, source=source, meta=meta)
         except Exception:  # the store spools on its own; this is the last line of defence
             log.warning("could not log execution %s", result.id, exc_info=True)
 

@@ -21,9 +21,12 @@ TERMINAL_ATTACK = "print('\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07done')\n"
 
 
 def logged(store: LogStore, execution_id: str, integration: str) -> None:
-    """The execution is in the log, its meta names the integration, and the viewer shows it."""
+    """The execution is in the log, its meta and its source name the integration (also in a
+    sandbox the user made, whose source was left as it is), and the viewer shows it."""
     record = store.get_execution(execution_id)
     assert record.meta.get("integration") == integration, record.meta
+    assert record.source == integration, record.source
+    assert execution_id in {r.id for r in store.list_executions(source=integration, limit=None)}
     client = TestClient(create_app(store.path), base_url="http://127.0.0.1")
     page = client.get(f"/executions/{execution_id}")
     assert page.status_code == 200

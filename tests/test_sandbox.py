@@ -232,3 +232,15 @@ def test_a_mistyped_tier_or_option_is_a_runner_error_before_anything_starts(opti
     with pytest.raises(RunnerError) as raised:
         LazyBlocks("ag2", None, backend, options, limits=Limits(), packages=(), functions=None)
     assert message in str(raised.value) and fix in raised.value.fix
+
+
+def test_a_sandbox_given_a_source_keeps_it_for_integration_runs(tmp_path):
+    """A run whose meta names an integration is logged under it when the sandbox's source
+    is the default; a sandbox the caller named keeps its own."""
+    with LogStore(tmp_path / "log.sqlite") as store:
+        with Sandbox(log_store=store) as plain, Sandbox(log_store=store, source="myapp") as named:
+            through = plain.run("pass", meta={"integration": "ag2"})
+            own = named.run("pass", meta={"integration": "ag2"})
+            direct = plain.run("pass")
+        sources = {r.id: r.source for r in store.list_executions(limit=None)}
+    assert (sources[through.id], sources[own.id], sources[direct.id]) == ("ag2", "myapp", "api")

@@ -33,13 +33,13 @@ from ..backends.base import DEFAULT_BACKEND
 from ..backends.registry import check_backend
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
-from ..sandbox import Sandbox
+from ..sandbox import INTEGRATION_META_KEY, Sandbox
 from ..session import Session
 from ..terminal import sanitize_for_terminal
 from ..types import ExecutionResult, Limits, Status
 from .work_dir import WorkDir, agents_files, work_dir_argument
 
-INTEGRATION = "integration"  # the meta key that names the integration a run came through
+INTEGRATION = INTEGRATION_META_KEY  # the meta key that names the integration a run came through
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
 TIMEOUT_EXIT_CODE = 124  # what `timeout` exits with; AG2's and AutoGen's executors use it
 CANCELLED_EXIT_CODE = 125  # AutoGen's local executor, for a block its caller cancelled
