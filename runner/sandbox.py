@@ -25,6 +25,7 @@ from .api_checks import (
 from .backends.base import DEFAULT_BACKEND, Backend
 from .backends.registry import create_backend
 from .budget import TimeBudget
+from .cancellation import Cancellation
 from .errors import ConfigurationError, SandboxClosedError
 from .files import input_files
 from .ids import new_id
@@ -82,16 +83,18 @@ class Sandbox:
 
     def run(self, code: str, *, limits: Limits | None = None,
             packages: Iterable[str] | None = None, meta: dict[str, Any] | None = None,
-            files: Any = None) -> ExecutionResult:
+            files: Any = None, cancel: Cancellation | None = None) -> ExecutionResult:
         """Run a block of code; its output, error, timings and the files it made come back
         as a result. `files` ({name: bytes, text or a Path}) are in its working directory
-        when it starts (runner.files has the rules)."""
+        when it starts (runner.files has the rules). `cancel` (runner.cancellation) stops
+        it from another thread."""
         request = build_request(code=code_argument(code), limits=limits_argument(limits, self.limits),
                                 packages=packages_argument(packages), files=input_files(files))
-        return self.execute(request, meta=meta)
+        return self.execute(request, meta=meta, cancel=cancel)
 
     def execute(self, request: ExecutionRequest, *, meta: dict[str, Any] | None = None,
-                execution_id: str | None = None) -> ExecutionResult:
+                execution_id: str | None = None,
+                cancel: Cancellation | None = None) -> ExecutionResult:
         """Run any request (code, a function call, a preamble) and log it.
 
         `execution_id` is the id the result and its log row get (a new one by default; a
@@ -106,7 +109,7 @@ class Sandbox:
         run_id = execution_id or new_id()
         started = time.monotonic()
         try:
-            result = self._backend.run(request, run_id=run_id)
+            result = self._backend.run(request, run_id=run_id, cancel=cancel)
         except KeyboardInterrupt as exc:
             stopped = interrupted_result(run_id, self.backend, request.limits, started)
             self.record(request, stopped, meta)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from .api_checks import build_request, code_argument, limits_argument, meta_argument
 from .budget import TimeBudget
+from .cancellation import Cancellation
 from .errors import ConfigurationError, SandboxClosedError
 from .files import input_files
 from .ids import new_id
@@ -61,15 +62,18 @@ class Session:
 
     def run(self, code: str, *, limits: Limits | None = None,
             meta: dict[str, Any] | None = None, execution_id: str | None = None,
-            files: Any = None) -> ExecutionResult:
+            files: Any = None, cancel: Cancellation | None = None) -> ExecutionResult:
         """Run one block in the session's namespace (`execution_id`: as for Sandbox.execute);
         other threads' blocks wait for it. `files` join the session's directory (which
-        keeps what earlier blocks made) before the block starts."""
+        keeps what earlier blocks made) before the block starts. `cancel` stops the block
+        from another thread (the session's state goes with it: the next block starts
+        afresh)."""
         with self._lock:
-            return self._run(code, limits, meta, execution_id, input_files(files))
+            return self._run(code, limits, meta, execution_id, input_files(files), cancel)
 
     def _run(self, code: str, limits: Limits | None, meta: dict[str, Any] | None,
-             execution_id: str | None, files: tuple[InputFile, ...] = ()) -> ExecutionResult:
+             execution_id: str | None, files: tuple[InputFile, ...] = (),
+             cancel: Cancellation | None = None) -> ExecutionResult:
         if self._closed or self._sandbox.closed:
             raise SandboxClosedError("this session is closed", fix="open a new session")
         limits = limits_argument(limits, self.limits)
@@ -88,7 +92,7 @@ class Session:
             request = request.model_copy(update={"limits": self.budget.limits_for(limits)})
             started = time.monotonic()
             try:
-                result, fresh = self._backend_session.run(request, run_id=run_id)
+                result, fresh = self._backend_session.run(request, run_id=run_id, cancel=cancel)
             except KeyboardInterrupt as exc:
                 self.blocks += 1
                 stopped = interrupted_result(run_id, self._sandbox.backend, request.limits,

@@ -340,3 +340,46 @@ def test_sessions_are_their_clients_and_end_with_them():
     assert seen["still"] == "first client\n"
     assert not seen["third"][0], seen["third"]
     assert seen["idle"][0] and "was closed after 2 s without a block" in seen["idle"][1]
+
+
+def _logged_spin(marker: str, deadline_s: float = 30) -> list:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        with LogStore(log_db_path()) as store:
+            found = [r for r in store.list_executions(source="mcp", limit=None)
+                     if marker in r.request.code]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("how", ["cancel", "client exits"])
+def test_a_cancelled_call_stops_its_run_and_the_log_says_so(how):
+    """A run under a 60 s limit whose call the client cancels, or whose client goes away,
+    is stopped then and logged as cancelled (not a timeout a minute later, not lost)."""
+    marker = f"spin_{how.replace(' ', '_')}_{os.getpid()}"
+    code = f"{marker} = 1\nwhile True:\n    pass"
+    server = StdioServerParameters(command=RUNNER, args=["mcp", "--timeout", "60"], env=environment())
+
+    async def scenario() -> float:
+        started = time.monotonic()
+        async with Client(server) as client:
+            if how == "cancel":
+                with anyio.move_on_after(1.5):
+                    await client.call_tool("run_python", {"code": code})
+                after = await client.call_tool("run_python", {"code": "print('next')"})
+                assert structured(after)["stdout"] == "next\n"
+            else:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(client.call_tool, "run_python", {"code": code})
+                    await anyio.sleep(1.5)
+                    tasks.cancel_scope.cancel()
+        return time.monotonic() - started
+
+    took = anyio.run(scenario)
+    assert took < 30
+    spun = _logged_spin(marker)
+    assert spun, "the cancelled run is not in the log"
+    result = spun[0].result
+    assert result.error is not None and result.error.type == "Cancelled", result
+    assert result.duration_ms < 20_000

@@ -244,3 +244,40 @@ def test_a_sandbox_given_a_source_keeps_it_for_integration_runs(tmp_path):
             direct = plain.run("pass")
         sources = {r.id: r.source for r in store.list_executions(limit=None)}
     assert (sources[through.id], sources[own.id], sources[direct.id]) == ("ag2", "myapp", "api")
+
+
+@pytest.mark.parametrize("backend", ["jail", "restricted"])
+def test_a_cancelled_run_stops_at_once_and_is_logged_as_cancelled(tmp_path, backend):
+    """Cancelled from another thread, a run that would spin for its whole 60 s limit is
+    stopped then: crashed with the error type Cancelled, logged so (it reads as
+    cancelled), and the sandbox's next run, and a session's next block, go on afresh."""
+    from runner.cancellation import Cancellation
+    from runner.logs.execution_text import status_label
+
+    with LogStore(tmp_path / "log.sqlite") as store, Sandbox(backend, log_store=store) as box:
+        box.warm()
+        for target in ("run", "session"):
+            cancel = Cancellation()
+            timer = threading.Timer(1.0, cancel.cancel)
+            timer.start()
+            began = time.monotonic()
+            if target == "run":
+                result = box.run("while True:\n    pass", limits=Limits(timeout_s=60), cancel=cancel)
+                after = box.run("print('next')")
+            else:
+                session = box.session(limits=Limits(timeout_s=60))
+                session.run("kept = 1")
+                result = session.run("while True:\n    pass", cancel=cancel)
+                after = session.run("try:\n    print(kept == 1)\nexcept NameError:\n    print(False)")
+                session.close()
+            took = time.monotonic() - began
+            timer.cancel()
+            assert result.status is Status.CRASHED and result.error.type == "Cancelled", result
+            assert 1.0 <= took < 30 and result.duration_ms >= 900
+            logged = store.get_execution(result.id).result
+            assert status_label(logged.status, logged.error.type) == "cancelled"
+            assert after.ok and after.stdout == ("next\n" if target == "run" else "False\n")
+        # cancelled before it starts: it never runs
+        early = Cancellation()
+        early.cancel()
+        assert box.run("print('ran')", cancel=early).error.type == "Cancelled"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..cancellation import Cancellation
 from ..types import ExecutionRequest, ExecutionResult, Status
 from ..worker import error_types
 
@@ -16,7 +17,8 @@ from ..worker import error_types
 class Backend(Protocol):
     name: str
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult: ...
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> ExecutionResult: ...
 
     def warm(self) -> None: ...
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..cancellation import Cancellation
 from ..docker import images
 from ..docker.engine import (
     LABEL,
@@ -230,9 +231,10 @@ def engine_down_result(exc: EngineUnavailableError, base: dict[str, Any]) -> Exe
 class DockerSession(BackendSession):
     """A session whose blocks become `crashed` results while the engine is down."""
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> tuple[ExecutionResult, bool]:
         try:
-            return super().run(request, run_id=run_id)
+            return super().run(request, run_id=run_id, cancel=cancel)
         except EngineUnavailableError as exc:
             return engine_down_result(exc, self.backend.base_fields(request, run_id)), False
 
@@ -349,9 +351,10 @@ class DockerBackend(WorkerBackend):
             self._environments[key] = env
         return Placement(self._pool(env, Profile.of(request.limits)), env.versions)
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> ExecutionResult:
         try:
-            return super().run(request, run_id=run_id)
+            return super().run(request, run_id=run_id, cancel=cancel)
         except EngineUnavailableError as exc:
             return engine_down_result(exc, self.base_fields(request, run_id))
 

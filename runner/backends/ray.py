@@ -43,6 +43,7 @@ from typing import Any
 
 import ray
 
+from ..cancellation import Cancellation
 from ..errors import BackendUnavailableError, ConfigurationError, SandboxClosedError
 from ..ids import new_id
 from ..types import ExecutionRequest, ExecutionResult
@@ -186,7 +187,9 @@ class RayBackend:
         """Wait until every actor placed so far has started (or failed, saying why)."""
         self._pool.warm()
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> ExecutionResult:
+        # (a run on a cluster is not stopped by its caller's cancel: it ends at its limits)
         return self._pool.run(request, run_id=run_id)
 
     def open_session(self, template: ExecutionRequest) -> RaySession:
@@ -252,8 +255,10 @@ class RaySession:
         self._actor: Actor | None = None
         self._lock = threading.Lock()
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
-        """The result, and whether the block ran in a fresh session (earlier state gone)."""
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> tuple[ExecutionResult, bool]:
+        """The result, and whether the block ran in a fresh session (earlier state gone);
+        a caller's cancel does not reach a run on the cluster (it ends at its limits)."""
         with self._lock:
             base = {"id": run_id, "backend": self.pool.config.inner, "limits": request.limits}
             started = time.monotonic()

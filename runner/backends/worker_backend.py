@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..cancellation import Cancellation
 from ..files import MIB, decode_outputs
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
 from ..worker import error_types, wire
@@ -81,6 +83,19 @@ def lost_result(exc: WorkerLost, base: dict[str, Any], started: float) -> Execut
                                            message=f"{exc}; the worker was replaced"))
 
 
+def stopped_by(cancel: Cancellation | None, worker: WorkerProcess) -> AbstractContextManager[None]:
+    """While the worker runs the request, cancelling kills it (the run goes with it)."""
+    return cancel.on_cancel(worker.kill_from_outside) if cancel is not None else nullcontext()
+
+
+def cancelled_result(base: dict[str, Any], started: float) -> ExecutionResult:
+    return ExecutionResult(**base, status=Status.CRASHED,
+                           duration_ms=int((time.monotonic() - started) * 1000),
+                           error=ErrorInfo(type=error_types.CANCELLED, message=(
+                               "its caller cancelled the run, and it was stopped then; its "
+                               "output was not collected")))
+
+
 def unsendable_result(exc: Exception, base: dict[str, Any]) -> ExecutionResult:
     return ExecutionResult(**base, status=Status.INVALID_ARGS, error=ErrorInfo(
         type=error_types.INVALID_REQUEST, message=f"the request cannot be sent to the sandbox as JSON: {exc}"))
@@ -113,7 +128,8 @@ class WorkerBackend:
         return {"id": run_id, "backend": self.name, "limits": request.limits,
                 "started_at": datetime.now(timezone.utc), **self.result_fields()}
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> ExecutionResult:
         base = self.base_fields(request, run_id)
         try:
             placement = self.place(request)
@@ -127,9 +143,11 @@ class WorkerBackend:
             return unsendable_result(exc, base)
         started = time.monotonic()
         try:
-            with placement.pool.lease() as worker:
+            with placement.pool.lease() as worker, stopped_by(cancel, worker):
                 reply = worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
         except WorkerLost as exc:
+            if cancel is not None and cancel.cancelled:
+                return cancelled_result(base, started)
             return lost_result(exc, base, started)
         return result_from_reply(reply, base)
 
@@ -158,12 +176,14 @@ class BackendSession:
         self._worker: WorkerProcess | None = None
         self._lock = threading.Lock()
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> tuple[ExecutionResult, bool]:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> tuple[ExecutionResult, bool]:
         """The result, and whether the block ran in a fresh session (earlier state gone)."""
         with self._lock:
-            return self._run(request, run_id)
+            return self._run(request, run_id, cancel)
 
-    def _run(self, request: ExecutionRequest, run_id: str) -> tuple[ExecutionResult, bool]:
+    def _run(self, request: ExecutionRequest, run_id: str,
+             cancel: Cancellation | None = None) -> tuple[ExecutionResult, bool]:
         base = self.backend.base_fields(request, run_id)
         try:
             if self._placement is None:
@@ -180,10 +200,13 @@ class BackendSession:
             self._worker = self._placement.pool.take()
         started = time.monotonic()
         try:
-            reply = self._worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
+            with stopped_by(cancel, self._worker):
+                reply = self._worker.request(message, request.limits.timeout_s + OUTER_GRACE_S)
         except WorkerLost as exc:
             self._placement.pool.give_back(self._worker, healthy=False)
             self._worker = None
+            if cancel is not None and cancel.cancelled:
+                return cancelled_result(base, started), False
             # Not "fresh" yet: the next block's reply says its session started anew.
             return lost_result(exc, base, started), False
         return result_from_reply(reply, base), reply.get(wire.SESSION_STARTED) is True

@@ -125,9 +125,14 @@ class WorkerProcess:
             self._reader.feed(chunk)
 
     def kill(self) -> None:
+        self.kill_from_outside()
+        self._reap()
+
+    def kill_from_outside(self) -> None:
+        """Kill the worker and its runs, from a thread other than the one waiting on it:
+        only the signal (that thread sees the end of its output, and reaps it)."""
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        self._reap()
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the worker to stop (end of its input), and kill it if it does not."""

@@ -12,9 +12,9 @@ one. The blocks of a call run in order and stop at the first that fails. The con
 are those of AutoGen's local command-line executor, and every outcome is a result, never
 an exception that ends the team's run: a block that runs out of time gets exit code 124
 and "Timeout"; one in another language exit code 1 and "unknown language ..."; a cancelled
-`CancellationToken` returns at once with exit code 125 and "Cancelled". A cancelled block
-is no longer waited for: it runs on in the sandbox until its own time limit (killed from
-outside there, and logged as it ended), and the next block starts in a fresh session.
+`CancellationToken` returns at once with exit code 125 and "Cancelled", and the block is
+stopped then (runner.cancellation: its worker is killed, the run is logged as cancelled),
+so the next block starts in a fresh session.
 
 Files: with `work_dir=`, the directory's files are in the session's working directory for
 the blocks (as with AutoGen's own executors' `work_dir`), and what a block saves there (a
@@ -61,6 +61,7 @@ from autogen_core.code_executor._func_with_reqs import build_python_functions_fi
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..backends.base import DEFAULT_BACKEND
+from ..cancellation import Cancellation
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
 from ..sandbox import Sandbox
@@ -207,11 +208,14 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExec
             if not is_python(block.language):
                 done.refuse(block.language)
                 break
-            task = asyncio.ensure_future(asyncio.to_thread(blocks.run, block.code, meta=self._meta))
+            cancel = Cancellation()
+            task = asyncio.ensure_future(asyncio.to_thread(blocks.run, block.code, meta=self._meta,
+                                                           cancel=cancel))
             cancellation_token.link_future(task)
             try:
                 run = await task
             except asyncio.CancelledError:
+                cancel.cancel()  # the run stops now, whoever cancelled
                 blocks.abandon()
                 if not cancellation_token.is_cancelled():
                     raise  # the caller's own task was cancelled: let it end

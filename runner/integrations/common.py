@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from ..agent.feedback import clip, files_made
 from ..backends.base import DEFAULT_BACKEND
 from ..backends.registry import check_backend
+from ..cancellation import Cancellation
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
 from ..sandbox import INTEGRATION_META_KEY, Sandbox
@@ -140,8 +141,10 @@ class BlockSession:
         return current.session.id if current is not None else None
 
     def run(self, code: str, *, limits: Limits | None = None,
-            meta: Mapping[str, Any] | None = None) -> BlockRun:
-        """Run `code` in the session (opened on first use, with its functions defined)."""
+            meta: Mapping[str, Any] | None = None, cancel: Cancellation | None = None) -> BlockRun:
+        """Run `code` in the session (opened on first use, with its functions defined);
+        `cancel` stops it from another thread (logged as cancelled; the session's state
+        goes with it)."""
         with self._lock:
             if self._closed:
                 raise ConfigurationError(f"this {self.integration} executor is closed",
@@ -163,7 +166,7 @@ class BlockSession:
             self.work_dir.forget()
         handover = self.work_dir.handover()
         result = current.session.run(code, limits=limits, meta=block_meta,
-                                     files=handover.files or None)
+                                     files=handover.files or None, cancel=cancel)
         with self._lock:
             current.blocks += 1
             if result.status in KILLED or (setup is not None and setup.status in KILLED):
@@ -181,8 +184,8 @@ class BlockSession:
             _close_later(current.session)
 
     def abandon(self) -> None:
-        """Stop waiting for the block in progress: it runs on in the sandbox until its own
-        time limit (and is logged as it ends), and the next block starts a fresh session."""
+        """Stop waiting for the block in progress (cancel it to stop it too: BlockSession.run's
+        `cancel`); the next block starts a fresh session."""
         self.restart()
 
     def close(self) -> None:

@@ -33,11 +33,15 @@ request (`Authorization: Bearer TOKEN`).
 from __future__ import annotations
 
 import functools
+import inspect
 import secrets
 import threading
+import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -47,6 +51,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from .. import __version__
+from ..cancellation import Cancellation
 from ..errors import ConfigurationError, NotFoundError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
@@ -61,6 +66,8 @@ from .mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS, OwnedSessions
 __all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
 
 INTEGRATION = "mcp"
+T = TypeVar("T")
+_CLOSE_WAIT_S = 10.0  # how long the server's end waits for cancelled runs to be logged
 _OWNER_KEY = "runner_mcp_owner"
 RECENT = 20  # executions listed by runner://executions
 HTTP_PATH = "/mcp"
@@ -83,18 +90,21 @@ class RunnerMCP:
         self.sandbox = sandbox
         self.functions = functions if functions is not None else FunctionSet("mcp", log_store=False)
         self.sessions = OwnedSessions(max_sessions=max_sessions, idle_s=session_idle_s)
+        self._lock = threading.Lock()
+        self._inflight: dict[Cancellation, threading.Event] = {}  # runs a request waits for
 
     # -- the tools -------------------------------------------------------------------------------
 
     def run_python(self, code: str, timeout_s: float | None = None, memory_mb: int | None = None,
                    packages: list[str] | None = None, session_id: str | None = None,
-                   files: list[FileArgument] | None = None) -> CallToolResult:
+                   files: list[FileArgument] | None = None, *,
+                   cancel: Cancellation | None = None) -> CallToolResult:
         meta = integration_meta(INTEGRATION, {"mcp_tool": "run_python"})
         given = given_files(files)
         if session_id is None:
             limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
             return reply(self.sandbox.run(code, limits=limits, packages=packages, meta=meta,
-                                          files=given))
+                                          files=given, cancel=cancel))
         session = self.sessions.use(session_id)
         try:
             if packages and tuple(packages) != session.packages:
@@ -102,7 +112,7 @@ class RunnerMCP:
                                          f"{list(session.packages)}; a block cannot change them",
                                          fix="open another session with those packages")
             limits = self._limits(session.limits, timeout_s, memory_mb)
-            result = session.run(code, limits=limits, meta=meta, files=given)
+            result = session.run(code, limits=limits, meta=meta, files=given, cancel=cancel)
         finally:
             self.sessions.done(session_id)
         return reply(result, {"session_id": session_id})
@@ -196,7 +206,39 @@ class RunnerMCP:
             raise ConfigurationError("this server keeps no log", fix="start it with a log store")
         return store
 
+    async def cancellable(self, work: Callable[[Cancellation], T]) -> T:
+        """`work` in a worker thread, stopped when the request is cancelled (the client
+        cancelled it, or went away): its run is killed then and logged as cancelled."""
+        cancel = Cancellation()
+        done = threading.Event()
+        with self._lock:
+            self._inflight[cancel] = done
+
+        def run() -> T:
+            try:
+                return work(cancel)
+            finally:
+                done.set()
+
+        try:
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.cancel()
+            raise
+        finally:
+            if done.is_set():
+                with self._lock:
+                    self._inflight.pop(cancel, None)
+
     def close(self) -> None:
+        """Stop the runs in progress (each is logged as cancelled), then the sessions."""
+        with self._lock:
+            inflight = list(self._inflight.items())
+        for cancel, _ in inflight:
+            cancel.cancel()
+        deadline = time.monotonic() + _CLOSE_WAIT_S
+        for _, done in inflight:
+            done.wait(max(0.0, deadline - time.monotonic()))
         self.sessions.close_all()
 
 
@@ -215,13 +257,14 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
                                      "server's limit and its default",
                          json_schema_extra={"maximum": ceiling.memory_mb})
 
-    def run_python(code: Annotated[str, Field(description="Python source to run")],
+    async def run_python(code: Annotated[str, Field(description="Python source to run")],
                    timeout_s: float | None = None, memory_mb: int | None = None,
                    packages: Annotated[list[str] | None, Field(description="requirements, e.g. ['sympy']")] = None,
                    session_id: Annotated[str | None, Field(description="run in this session")] = None,
                    files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
                    ) -> Annotated[CallToolResult, dict[str, Any]]:
-        return state.run_python(code, timeout_s, memory_mb, packages, session_id, files)
+        return await state.cancellable(lambda cancel: state.run_python(
+            code, timeout_s, memory_mb, packages, session_id, files, cancel=cancel))
 
     def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None,
@@ -315,6 +358,16 @@ def _tool_errors(function: Callable[..., Any]) -> Callable[..., Any]:
     """A request the server cannot carry out (a RunnerError: an unknown session, limits out
     of range) becomes an MCP tool error with runner's message and fix, for the client to
     read; what the code did is never an error here, it is the result."""
+
+    if inspect.iscoroutinefunction(function):
+        @functools.wraps(function)
+        async def waited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await function(*args, **kwargs)
+            except RunnerError as exc:
+                raise ToolError(f"[{exc.code}] {exc}") from None
+
+        return waited
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -44,9 +44,12 @@ def abridge(text: str, *, full: bool = False, limit: int = ABRIDGE_CHARS) -> str
 def status_label(status: str, error_type: str | None) -> str:
     """The status a person is shown: a run stopped by Ctrl-C is `crashed` with the error type
     Interrupted in its data (the eight statuses are the backends' contract), and reads as
-    `interrupted` wherever a person looks (the viewer, `runner logs list` and `show`)."""
+    `interrupted` wherever a person looks (the viewer, `runner logs list` and `show`); one
+    its caller cancelled (error type Cancelled) reads as `cancelled`."""
     if status == Status.CRASHED and error_type == error_types.INTERRUPTED:
         return "interrupted"
+    if status == Status.CRASHED and error_type == error_types.CANCELLED:
+        return "cancelled"
     return str(status)
 
 

@@ -31,6 +31,7 @@ PROTOCOL_ERROR = "ProtocolError"  # the worker sent a malformed result (status c
 WORKER_LOST = "WorkerLost"  # the worker died mid-run (status crashed)
 INVALID_REQUEST = "InvalidRequest"  # a request that cannot be sent as JSON (invalid_args)
 INTERRUPTED = "Interrupted"  # Ctrl-C stopped the run (status crashed)
+CANCELLED = "Cancelled"  # its caller cancelled it (runner.cancellation; status crashed)
 
 # -- a cluster: the run was lost, not judged ------------------------------------------------
 NODE_LOST = "NodeLost"  # its node went away (status crashed)
@@ -48,6 +49,6 @@ REFUSED_BEFORE_RUNNING = frozenset({INVALID_ARGUMENTS, UNKNOWN_FUNCTION})
 ALL = frozenset({
     TIMEOUT, MEMORY_ERROR, CRASH, DENIED, WORKER_ERROR, RESULT_ERROR, FUNCTION_NOT_DEFINED,
     SYNTAX_ERROR, INPUT_FILES, NO_FILES, PACKAGE_UNAVAILABLE, INSTALL_FAILED, ENGINE_UNAVAILABLE, PROTOCOL_ERROR,
-    WORKER_LOST, INVALID_REQUEST, INTERRUPTED, NODE_LOST, NO_CAPACITY, INVALID_ARGUMENTS,
+    WORKER_LOST, INVALID_REQUEST, INTERRUPTED, CANCELLED, NODE_LOST, NO_CAPACITY, INVALID_ARGUMENTS,
     UNKNOWN_FUNCTION,
 })
