@@ -448,3 +448,27 @@ def test_agent_optimizer_refuses_a_function_that_never_ends_and_removes_for_the_
     user.register_function(function_map={"triple": lambda n: str(3 * n)})
     user.register_function(function_map=register_for_executor)
     assert "triple" not in user.function_map
+
+
+@pytest.mark.docker
+def test_shell_blocks_run_in_the_container_and_elsewhere_say_what_to_write(store):
+    """AG2's models write sh and bash blocks (listings, pip). On the Docker tier they run in
+    the run's container, under its limits, with their output and exit status; on a tier
+    that starts no program the model reads what to write instead (no operator's flag)."""
+    from conftest import backend_options
+
+    with Sandbox(backend="docker", log_store=store, **backend_options("docker")) as box, \
+            RunnerCodeExecutor(box, timeout=20) as executor:
+        listed = executor.execute_code_blocks([python("echo hi && ls / | grep -c tmp", "sh")])
+        failed = executor.execute_code_blocks([python("echo before; exit 3", "bash")])
+        bomb = executor.execute_code_blocks([python(":(){ :|:& };: 2>/dev/null; sleep 1; echo done", "bash")])
+        after = executor.execute_code_blocks([python("print('still here')")])
+    assert (listed.exit_code, listed.output) == (0, "hi\n1"), listed.output
+    assert failed.exit_code == 3 and "before" in failed.output
+    assert after.exit_code == 0 and after.output == "still here"
+    # a fork bomb meets the run's process limit; the session, and the next block, go on
+    assert bomb.execution_ids and store.get_execution(bomb.execution_ids[0]).result.limits.max_processes
+    with RunnerCodeExecutor(backend="jail", timeout=5) as executor:
+        refused = executor.execute_code_blocks([python("pip install numpy", "sh")])
+    assert refused.exit_code == 1 and "sh blocks do not run here" in refused.output
+    assert "```python" in refused.output and "--backend" not in refused.output

@@ -72,7 +72,6 @@ from .common import (
     DEFAULT_MAX_OUTPUT_CHARS,
     BlockOutputs,
     SessionExecutor,
-    is_python,
 )
 
 __all__ = ["RunnerCodeExecutor", "RunnerCodeExecutorAgent", "RunnerCodeExecutorConfig",
@@ -205,11 +204,12 @@ class RunnerCodeExecutor(SessionExecutor, CodeExecutor, Component[RunnerCodeExec
         done = BlockOutputs(self.max_output_chars)
         blocks = self._blocks.get()
         for block in code_blocks:
-            if not is_python(block.language):
+            code = blocks.python_for(block.language, block.code)
+            if code is None:
                 done.refuse(block.language)
                 break
             cancel = Cancellation()
-            task = asyncio.ensure_future(asyncio.to_thread(blocks.run, block.code, meta=self._meta,
+            task = asyncio.ensure_future(asyncio.to_thread(blocks.run, code, meta=self._meta,
                                                            cancel=cancel))
             cancellation_token.link_future(task)
             try:

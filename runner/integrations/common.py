@@ -42,6 +42,7 @@ from .work_dir import WorkDir, agents_files, work_dir_argument
 
 INTEGRATION = INTEGRATION_META_KEY  # the meta key that names the integration a run came through
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "py3"})
+SHELL_LANGUAGES = frozenset({"sh", "bash", "shell", "console"})  # as AG2's executors read them
 TIMEOUT_EXIT_CODE = 124  # what `timeout` exits with; AG2's and AutoGen's executors use it
 CANCELLED_EXIT_CODE = 125  # AutoGen's local executor, for a block its caller cancelled
 TIMEOUT_MARK = "Timeout"  # AG2's TIMEOUT_MSG; AutoGen writes the same word
@@ -83,9 +84,36 @@ def is_python(language: str) -> bool:
     return language.strip().lower() in PYTHON_LANGUAGES
 
 
+def is_shell(language: str) -> bool:
+    return language.strip().lower() in SHELL_LANGUAGES
+
+
+def runs_shell(sandbox: Sandbox) -> bool:
+    """Whether the sandbox's runs may start programs: the Docker tier's container has a
+    shell and lets a run start processes under its limits; the local tiers start none."""
+    return sandbox.backend_name == "docker"
+
+
+def shell_as_python(language: str, code: str) -> str:
+    """A shell block as the Python that runs it in the run's own process tree (so the
+    run's limits hold for it), its output printed and its exit status the block's."""
+    shell = "/bin/bash" if language.strip().lower() == "bash" else "/bin/sh"
+    return ("import subprocess as _runner_subprocess, sys as _runner_sys\n"
+            f"_runner_shell = _runner_subprocess.run([{shell!r}, '-c', {code!r}], "
+            "capture_output=True, text=True, errors='replace')\n"
+            "_runner_sys.stdout.write(_runner_shell.stdout)\n"
+            "_runner_sys.stderr.write(_runner_shell.stderr)\n"
+            "if _runner_shell.returncode:\n"
+            "    raise SystemExit(_runner_shell.returncode)\n")
+
+
 def refusal_text(language: str) -> str:
     """What a model reads for a block in a language the executor does not run."""
     shown = sanitize_for_terminal(language.strip()[:40]) or "(none given)"
+    if is_shell(language):
+        return (f"{shown} blocks do not run here: this sandbox starts no other program (no "
+                "shell, no pip; the packages the task needs are installed for it). Write this "
+                "step as a ```python block: os and pathlib for files, print() for output.")
     return (f"unknown language {shown}: this executor runs Python only, in runner's sandbox "
             "(state carries from block to block; no shell, no pip). Write this step as a "
             "```python block.")
@@ -139,6 +167,15 @@ class BlockSession:
         """The runner session's id (None until the first block, and after a restart)."""
         current = self._current
         return current.session.id if current is not None else None
+
+    def python_for(self, language: str, code: str) -> str | None:
+        """The Python that runs a block of `language` here: itself, a shell block where the
+        tier runs programs (shell_as_python), else None (refuse it: refusal_text)."""
+        if is_python(language):
+            return code
+        if is_shell(language) and runs_shell(self.sandbox):
+            return shell_as_python(language, code)
+        return None
 
     def run(self, code: str, *, limits: Limits | None = None,
             meta: Mapping[str, Any] | None = None, cancel: Cancellation | None = None) -> BlockRun:

@@ -43,7 +43,6 @@ from ..common import (
     BlockOutputs,
     BlockRun,
     SessionExecutor,
-    is_python,
 )
 
 INTEGRATION = "ag2"
@@ -77,10 +76,11 @@ class RunnerCodeExecutor(SessionExecutor):
         """Run the blocks in order in the session; stop at the first that fails."""
         done = BlockOutputs(self.max_output_chars)
         for block in code_blocks:
-            if not is_python(block.language):
+            code = self._blocks.get().python_for(block.language, block.code)
+            if code is None:
                 done.refuse(block.language)
                 break
-            if not done.add(self.run_block(block.code)):
+            if not done.add(self.run_block(code)):
                 break
         return RunnerCodeResult(exit_code=done.exit_code, output=done.output,
                                 output_files=[str(path) for path in done.saved],
