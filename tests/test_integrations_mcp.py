@@ -216,10 +216,10 @@ def test_the_operators_limits_are_ceilings_a_client_cannot_raise():
     for key, most in (("timeout_s", 2), ("memory_mb", 64)):
         for schema in (seen["schema"], seen["session schema"]):
             assert schema[key]["maximum"] == most and f"at most {most}" in schema[key]["description"]
-    assert seen["long"][0] and "timeout_s=3600 is above this server's limit of 2" in seen["long"][1]
-    assert "ask for 2 or less" in seen["long"][1]
-    assert seen["big"][0] and "memory_mb=65536 is above this server's limit of 64" in seen["big"][1]
-    assert seen["session"][0] and "timeout_s=3600 is above" in seen["session"][1]
+    # (the schema's maximum answers first, in one line; the Python API's check says the same)
+    assert seen["long"][0] and "argument timeout_s: 3600 is greater than the maximum of 2" in seen["long"][1]
+    assert seen["big"][0] and "argument memory_mb: 65536 is greater than the maximum of 64" in seen["big"][1]
+    assert seen["session"][0] and "timeout_s: 3600 is greater than the maximum" in seen["session"][1]
     assert seen["lower"]["status"] == "ok" and seen["lower"]["limits"]["timeout_s"] == 1
     assert seen["lower"]["limits"]["memory_mb"] == 32
     assert seen["spin"]["status"] == "timeout" and seen["spin"]["limits"]["timeout_s"] == 2
@@ -383,3 +383,42 @@ def test_a_cancelled_call_stops_its_run_and_the_log_says_so(how):
     result = spun[0].result
     assert result.error is not None and result.error.type == "Cancelled", result
     assert result.duration_ms < 20_000
+
+
+def test_arguments_a_tool_does_not_take_are_refused_in_a_line_a_model_can_act_on():
+    """The SDK ignored unknown arguments and answered type errors with pydantic's report
+    and a link; here a call names what is wrong, and the schema forbids extra arguments."""
+    server = StdioServerParameters(command=RUNNER, args=["mcp"], env=environment())
+
+    async def scenario():
+        async with Client(server) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            unknown = await client.call_tool("run_python", {"code": "print(1)", "timout_s": 3})
+            wrong = await client.call_tool("run_python", {"code": "print(1)", "timeout_s": "soon"})
+            missing = await client.call_tool("run_python", {})
+            return tools, unknown, wrong, missing
+
+    tools, unknown, wrong, missing = anyio.run(scenario)
+    assert all(tool.input_schema["additionalProperties"] is False for tool in tools.values())
+    assert unknown.is_error and unknown.content[0].text == (
+        "run_python takes no argument 'timout_s'; it takes: code, timeout_s, memory_mb, packages, "
+        "session_id, files")
+    assert wrong.is_error and "run_python: argument timeout_s: 'soon' is not valid" in wrong.content[0].text
+    assert missing.is_error and "'code' is a required property" in missing.content[0].text
+    for reply in (unknown, wrong, missing):
+        assert "pydantic" not in reply.content[0].text and "http" not in reply.content[0].text
+
+
+def test_the_python_api_keeps_the_same_ceilings():
+    """RunnerMCP used from Python (no schema in between) refuses the same asks, with the fix."""
+    from runner import Limits, Sandbox
+    from runner.errors import ConfigurationError
+    from runner.integrations.mcp import RunnerMCP
+
+    with Sandbox(log_store=False, limits=Limits(timeout_s=2, memory_mb=64)) as box:
+        state = RunnerMCP(box)
+        with pytest.raises(ConfigurationError) as refused:
+            state.run_python("print(1)", timeout_s=3600)
+        assert "timeout_s=3600 is above this server's limit of 2" in str(refused.value)
+        assert "ask for 2 or less" in str(refused.value)
+        state.close()

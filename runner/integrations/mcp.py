@@ -42,6 +42,7 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from jsonschema import Draft202012Validator
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -58,6 +59,7 @@ from ..ids import new_id
 from ..logs import LogStore
 from ..logs.execution_files import OUT, file_row
 from ..sandbox import Sandbox
+from ..terminal import sanitize_for_terminal
 from ..types import Limits
 from .common import integration_meta
 from .mcp_files import FILE_URI, FileArgument, given_files, reply
@@ -244,7 +246,7 @@ class RunnerMCP:
 
 def create_server(state: RunnerMCP) -> MCPServer[Any]:
     """The MCP server over `state`: its tools and resources (see the module docstring)."""
-    server: MCPServer[Any] = MCPServer("runner", version=__version__, instructions=_INSTRUCTIONS)
+    server: MCPServer[Any] = _CheckedServer("runner", version=__version__, instructions=_INSTRUCTIONS)
 
     def tool(function: Callable[..., Any], description: str) -> None:
         server.add_tool(_tool_errors(function), name=function.__name__, description=description)
@@ -331,6 +333,42 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
             raise ResourceError(f"[{exc.code}] {exc}") from None
 
     return server
+
+
+class _CheckedServer(MCPServer[Any]):
+    """The SDK's server, whose tools refuse arguments they do not take (the SDK ignores
+    them) and say what is wrong with an argument in one line a model can act on (the SDK
+    answers with pydantic's report and a link); each tool's schema says so too."""
+
+    async def list_tools(self) -> list[Any]:
+        return [tool.model_copy(update={"input_schema": {**tool.input_schema,
+                                                         "additionalProperties": False}})
+                for tool in await super().list_tools()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context | None = None) -> Any:
+        schema = next((tool.input_schema for tool in await self.list_tools() if tool.name == name),
+                      None)
+        problem = argument_problem(name, arguments, schema) if schema is not None else None
+        if problem is not None:
+            raise ToolError(problem)
+        return await super().call_tool(name, arguments, context)
+
+
+def argument_problem(tool: str, arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """What is wrong with a call's arguments, in one line, or None."""
+    taken = list((schema.get("properties") or {}).keys())
+    unknown = [str(name)[:40] for name in arguments if name not in taken]
+    if unknown:
+        return (f"{tool} takes no argument {', '.join(map(repr, unknown))}; it takes: "
+                f"{', '.join(taken) or 'none'}")
+    errors = sorted(Draft202012Validator(schema).iter_errors(arguments),
+                    key=lambda error: list(map(str, error.absolute_path)))
+    if not errors:
+        return None
+    error = errors[0]
+    where = ".".join(str(part) for part in error.absolute_path) or "arguments"
+    return sanitize_for_terminal(f"{tool}: argument {where}: {error.message}"[:300])
 
 
 def _owner(state: RunnerMCP, ctx: Context | None) -> str | None:
