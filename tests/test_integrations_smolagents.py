@@ -240,3 +240,19 @@ def test_a_step_reads_as_smolagents_own_executor_reads_it(code):
         got = executor(code)
     assert (got.output, got.logs, got.is_final_answer) == \
         (expected.output if "=" not in code.splitlines()[-1] else None, expected.logs, False)
+
+
+def test_variables_keep_their_types_as_smolagents_remote_executors_send_them():
+    """additional_args holding a tuple, int keys, a set, a date and bytes used to fail the
+    run; they arrive as themselves (smolagents' own safe serialization), and plain JSON
+    data still arrives as JSON text, on any tier."""
+    import datetime
+
+    values = {"pair": (1, 2), "keys": {1: "x"}, "tags": {"a", "b"},
+              "when": datetime.date(2026, 11, 28), "raw": b"hi", "n": 3}
+    with RunnerPythonExecutor(timeout=10) as executor:  # the default tier, the jail
+        executor.send_tools({})
+        executor.send_variables(values)
+        out = executor("final_answer([pair, keys, tags, when, raw, n])")
+    assert out.output == [(1, 2), {1: "x"}, {"a", "b"}, datetime.date(2026, 11, 28), b"hi", 3]
+    assert variables_code({"n": 3}).splitlines()[1] == "n = _runner_json.loads('3')"

@@ -21,8 +21,10 @@
   `attach_images` (a step callback) shows them to a vision model. `work_dir=` keeps a
   host directory in step with the session's (runner/integrations/work_dir.py).
 - `send_variables`: the agent's variables (`additional_args`) are set in the session from
-  JSON data, pasted as string literals, so no value can become code; a value JSON cannot
-  carry is a clear error.
+  serialized text pasted as a string literal, so no value can become code: JSON for JSON
+  data, else smolagents' own safe serialization (as its remote executors send them, so
+  tuples, sets, dates and bytes keep their types); a value neither carries is a clear
+  error.
 - Tools (runner/integrations/smolagents_tools.py): a tool made with smolagents' `@tool`
   from a plain function is a runner function: its source is defined in the session and
   called there, never on the host. A `Tool` subclass (smolagents' documented way, and how
@@ -60,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
+from smolagents.serialization import SafeSerializer, SerializationError
 from smolagents.tools import Tool
 
 from ..backends.base import DEFAULT_BACKEND
@@ -292,21 +295,48 @@ def authorized_packages(imports: Iterable[str], tier: str) -> tuple[str, ...]:
 
 
 def variables_code(variables: Mapping[str, Any]) -> str:
-    """Code that sets each variable from its JSON text (a string literal: data, never code)."""
-    lines = ["import json as _runner_json"]
-    for name, value in variables.items():
+    """Code that sets each variable from its serialized text (a string literal: data, never
+    code): JSON for JSON data (which every tier reads), else smolagents' own safe
+    serialization and its deserializer, as its remote executors send variables (tuples,
+    sets, dates, bytes, ... keep their types)."""
+    for name in variables:
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
                 or name.startswith("_"):
             raise ConfigurationError(f"variable name {name!r} cannot be set in the sandbox",
                                      fix="use plain Python names (letters, digits, underscores, "
                                          "not starting with _)")
-        try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"variable {name!r} cannot be sent to the sandbox: {exc}",
-                                     fix="send JSON data (numbers, strings, lists, dicts, "
-                                         "booleans, None)") from None
-        lines.append(f"{name} = _runner_json.loads({text!r})")
-    return "\n".join(lines) + "\n"
+    texts = {name: _json_text(value) for name, value in variables.items()}
+    if all(text is not None for text in texts.values()):
+        lines = ["import json as _runner_json"]
+        lines += [f"{name} = _runner_json.loads({text!r})" for name, text in texts.items()]
+        return "\n".join(lines) + "\n"
+    try:
+        serialized = SafeSerializer.dumps(dict(variables), allow_pickle=False)
+    except (SerializationError, TypeError, ValueError) as exc:
+        raise ConfigurationError(f"the variables cannot be sent to the sandbox: {exc}",
+                                 fix="send values smolagents' safe serialization carries "
+                                     "(JSON data, tuples, sets, dates, bytes, Decimal, Path, "
+                                     "numpy arrays, PIL images)") from None
+    lines = [SafeSerializer.get_deserializer_code(allow_pickle=False),
+             f"_runner_variables = _deserialize({serialized!r})"]
+    lines += [f"{name} = _runner_variables[{name!r}]" for name in variables]
+    return "\n".join(lines) + "\ndel _runner_variables\n"
+
+
+def _json_text(value: Any) -> str | None:
+    """`value` as JSON when JSON gives it back as it is (no tuple, int key, set, ...)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return text if json.loads(text) == value and _plain(value) else None
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(item) for key, item in value.items())
+    return value is None or type(value) in (str, int, float, bool)
 
 
