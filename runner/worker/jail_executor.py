@@ -55,9 +55,7 @@ class JailExecutor(JailedChildren):
     def preload(self) -> list[str]:
         """Import the preloaded packages once, in the worker, before the view is sealed
         (the host's tree is still there to import from), and warm them up."""
-        loaded = preload.import_all(self.preload_names)
-        preload.warm_up(loaded)
-        return loaded
+        return preload.load(self.preload_names)
 
     def prepare_children(self, view: jail.View) -> None:
         """Once the view is sealed: the Landlock ruleset (reads below the view, writes below

@@ -42,10 +42,8 @@ class PlainExecutor:
 
     def preload(self) -> list[str]:
         """Import the usual libraries once, so each run's child finds them warm."""
-        loaded = preload.import_all(self.preload_names)
         self.own_user_namespaces = _user_namespaces_work(self.run_as)
-        preload.warm_up(loaded)
-        return loaded
+        return preload.load(self.preload_names)
 
     confined_before_request = False  # the container is the boundary; limits set in the child
     uses_files = True  # each run gets a fresh working directory
