@@ -348,9 +348,12 @@ def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
         planned = prune(store, before, dry_run=True)
         if dry_run:
             _echo(f"would delete {_pruned(planned)} started before {when}")
+            _echo_skipped(planned)
             return
         if not planned.total:
-            _echo(f"nothing started before {when}: nothing to delete")
+            _echo_skipped(planned)
+            _echo(f"nothing {'else ' if planned.skipped else ''}started before {when}: "
+                  "nothing to delete")
             return
         if not assume_yes:
             if not sys.stdin.isatty():
@@ -363,7 +366,18 @@ def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
                 return
         report = prune(store, before)
     _echo(f"deleted {_pruned(report)} started before {when}")
+    _echo_skipped(report)
     _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+
+
+def _echo_skipped(report: Any) -> None:
+    """Name what prune left alone because a live process still runs it."""
+    if not report.skipped:
+        return
+    own = f", with {report.skipped_runs:,} agent runs of theirs" if report.skipped_runs else ""
+    _echo(f"kept {len(report.skipped)} job(s) that a live process still runs{own}:")
+    for job in report.skipped:
+        _echo(f"  {job.kind} {job.id} ({job.where})")
 
 
 def _pruned(report: Any) -> str:

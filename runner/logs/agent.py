@@ -27,6 +27,7 @@ from typing import Any
 
 from ..agent.run import AgentRun, AgentStatus, AgentTurn
 from ..errors import LogStoreError, NotFoundError
+from .job_owner import LiveJob, still_runs
 from .liveness import current_owner, owner_alive
 from .query import find_ids
 from .rows import from_json, marks, named_marks, shown_ids, to_iso, to_json, unreadable
@@ -145,6 +146,29 @@ def link_executions(conn: sqlite3.Connection, run_id: str, execution_ids: Sequen
     else:
         conn.execute(f"UPDATE executions SET agent_run_id = ?, agent_turn = ? WHERE id IN ({ids})",
                      [run_id, turn, *execution_ids])
+
+
+_RUN_OWNER = "CASE WHEN json_valid(run_json) THEN json_extract(run_json, '$.owner') END"
+
+
+def live_runs(conn: sqlite3.Connection, jobs: Sequence[LiveJob]) -> list[LiveJob]:
+    """The agent runs a live process still writes: the `running` ones whose owner still
+    runs, and every run of a process that runs one of `jobs` (a conversation an evaluation
+    has finished is still its work until the item's verdict names it)."""
+    pids = sorted({pid for job in jobs if isinstance(pid := job.owner.get("pid"), int)})
+    rows = conn.execute(
+        f"SELECT id, status, {_RUN_OWNER} FROM agent_runs WHERE status = 'running' "
+        f"OR json_extract({_RUN_OWNER}, '$.pid') IN (SELECT value FROM json_each(?))",
+        (json.dumps(pids),)).fetchall()
+    found = []
+    for run_id, status, text in rows:
+        owner = from_json(text, None)
+        if not isinstance(owner, dict):
+            continue
+        if (status == AgentStatus.RUNNING and still_runs(owner)) or any(
+                job.same_process(owner) for job in jobs):
+            found.append(LiveJob(kind="agent run", id=run_id, owner=owner))
+    return found
 
 
 class AgentLog(RecordTable[AgentRun]):
