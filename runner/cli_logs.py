@@ -186,19 +186,23 @@ def logs_path() -> None:
                    "versions, evaluations and their problems, trainings, epochs and actions).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="One agent run: it, its turns and executions.")
 @click.option("--since", type=TIME, help="Everything started since then (30m, 7d, a date).")
-@click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="-",
-              help="Write to this file (default: standard output).")
-def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: IO[str]) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              default="-", help="Write to this file (default: standard output); it appears "
+                                "only when the export is whole.")
+def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: Path) -> None:
     """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere:
     everything it holds (executions, agent runs, the function history, evaluations and
     trainings), or what started since --since, or one agent run (--run)."""
     from .logs import LogStore
-    from .logs.transfer import write_export
+    from .logs.export_file import export_to_file, export_to_stream
 
     if run_id is not None and since is not None:
         raise click.UsageError("give --run or --since, not both")
     with LogStore.for_reading() as store:
-        count = write_export(store, output, run_id=run_id, since=since)
+        if str(output) == "-":
+            count = export_to_stream(store, sys.stdout, run_id=run_id, since=since)
+        else:
+            count = export_to_file(store, output, run_id=run_id, since=since)
     _echo(f"exported {count} record{'' if count == 1 else 's'}", err=True)
 
 

@@ -35,6 +35,7 @@ from ..errors import ConfigurationError, LogStoreError, NotFoundError
 from ..paths import log_db_path
 from ..types import ExecutionRequest, ExecutionResult, Resources, Status
 from .execution_files import insert_files, load_files, with_files
+from .faults import is_busy, is_damaged, log_error
 from .migrations import (
     MIGRATIONS,
     Migration,
@@ -52,6 +53,8 @@ REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
 # Agent runs the database could not take (written whole, as `runner.logs.agent` reads them).
 RUN_SPOOL_NAME = "unlogged_runs.jsonl"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+# The logs whose search index this process could not update, and said so (once each).
+_INDEX_WARNED: set[Path] = set()
 
 T = TypeVar("T")
 
@@ -119,10 +122,16 @@ class LogStore:
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         migrations: Sequence[Migration] = MIGRATIONS,
         read_only: bool = False,
+        keep_index: bool = True,
     ) -> None:
         self._path = Path(path) if path is not None else log_db_path()
         self._lock = threading.RLock()
         self._read_only = read_only
+        # A store opened only to read (`for_reading`) leaves the search index as it is:
+        # searches match the rows not yet indexed anyway, and a reader must not warn
+        # that it could not write.
+        self._keep_index = keep_index and not read_only
+        self._unavailable: LogStoreError | None = None  # why `for_writing` could not open it
         self._indexed_up_to = 0  # the search index's mark, as this store last saw it
         if read_only:
             self._conn: sqlite3.Connection | None = open_read_only(self._path, busy_timeout_s, migrations)
@@ -147,11 +156,38 @@ class LogStore:
             except SchemaBehindError:
                 pass  # migrate below
         try:
-            return cls(where)
+            return cls(where, keep_index=False)
         except LogStoreError:
             if not where.exists():
                 raise
             return cls(where, read_only=True)
+
+    @classmethod
+    def for_writing(cls, path: Path | str | None = None) -> LogStore:
+        """A store to log runs to that never stops a run from starting: when the database
+        cannot be opened (a full disk, a read-only directory, a damaged file), a store whose
+        records go to the spool (`spool_path`, imported the next time the log opens; if the
+        spool cannot be written either, a warning names each record lost). Reads from it
+        raise the error that kept it from opening."""
+        try:
+            return cls(path)
+        except LogStoreError as exc:
+            store = cls.__new__(cls)
+            store._path = Path(path) if path is not None else log_db_path()
+            store._lock = threading.RLock()
+            store._read_only = False
+            store._keep_index = False
+            store._indexed_up_to = 0
+            store._conn = None
+            store._unavailable = exc
+            logger.warning("runs go on, but the log cannot be opened: %s (fix: %s)",
+                           exc.message, exc.fix)
+            return store
+
+    @property
+    def unavailable(self) -> LogStoreError | None:
+        """Why this store (from `for_writing`) could not open its database; None if open."""
+        return self._unavailable
 
     @property
     def read_only(self) -> bool:
@@ -172,7 +208,7 @@ class LogStore:
         """Close the connection. Idempotent. Later writes go to the spool, reads raise."""
         with self._lock:
             if self._conn is not None:
-                if not self._read_only:
+                if self._keep_index:
                     self._index_pending()
                 self._conn.close()
                 self._conn = None
@@ -217,7 +253,7 @@ class LogStore:
                         insert_files(conn, request, result)
                 else:
                     seq = conn.execute(_INSERT, row).lastrowid or 0
-                if seq - self._indexed_up_to >= INDEX_BATCH:
+                if self._keep_index and seq - self._indexed_up_to >= INDEX_BATCH:
                     self._index_pending()
             return
         except sqlite3.IntegrityError as exc:
@@ -238,6 +274,10 @@ class LogStore:
         meta: dict[str, Any] | None,
         failure: BaseException,
     ) -> None:
+        if failure is self._unavailable:
+            failure = RuntimeError("the log could not be opened, as said when it was")
+        elif isinstance(failure, LogStoreError):
+            failure = RuntimeError(failure.message)  # its fix is the spool's business here
         try:
             line = _spool_line(request, result, source, meta)
             append_locked(self.spool_path, line)
@@ -330,7 +370,12 @@ class LogStore:
                 with transaction(conn):
                     self._indexed_up_to = index_pending(conn)
             except sqlite3.Error as exc:
-                logger.warning("could not update the search index of %s: %s", self._path, exc)
+                # Once per log and process: every later write would fail the same way, and
+                # the rows themselves are logged.
+                if self._path not in _INDEX_WARNED:
+                    _INDEX_WARNED.add(self._path)
+                    logger.warning("%s; searches still find the rows not yet indexed",
+                                   log_error(self._path, exc, doing="update the search index").message)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -423,11 +468,10 @@ class LogStore:
             conn = self._connection()
             try:
                 return work(conn)
-            except sqlite3.Error as exc:
-                raise LogStoreError(
-                    f"cannot read the log database {self._path}: {exc}",
-                    fix="retry; if it persists, check the file with `sqlite3 <path> 'PRAGMA integrity_check'`",
-                ) from exc
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise log_error(self._path, exc, doing="read the log database",
+                                fix="retry; if it persists, check the file with `runner logs check`",
+                                ) from exc
 
     def write(self, work: Callable[[sqlite3.Connection], T], *, verb: str = "write to") -> T:
         """Run `work` in one transaction (all or nothing) on the store's connection."""
@@ -439,11 +483,10 @@ class LogStore:
             try:
                 with transaction(conn):
                     return work(conn)
-            except sqlite3.Error as exc:
-                raise LogStoreError(
-                    f"cannot {verb} the log database {self._path}: {exc}",
-                    fix="check that the file is writable and not locked for long by another process",
-                ) from exc
+            except (sqlite3.Error, UnicodeDecodeError, OSError) as exc:
+                raise log_error(self._path, exc, doing=f"{verb} the log database",
+                                fix="check that the file is writable and not locked for long by "
+                                    "another process") from exc
 
     # -- internals -------------------------------------------------------------------
 
@@ -463,6 +506,8 @@ class LogStore:
         return self.read(lambda conn: conn.execute(sql, params).fetchall())
 
     def _connection(self) -> sqlite3.Connection:
+        if self._unavailable is not None:
+            raise self._unavailable
         if self._conn is None:
             raise LogStoreError(f"the log store for {self._path} is closed", fix="open a new LogStore")
         return self._conn
@@ -479,10 +524,9 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LogStoreError(
-            f"cannot create the directory for {path}: {exc}",
-            fix="check the directory's permissions, or set RUNNER_HOME to a writable directory",
-        ) from exc
+        raise log_error(path, exc, doing="create the directory of the log database",
+                        fix="check the directory's permissions, or set RUNNER_HOME to a "
+                            "writable directory") from exc
     conn: sqlite3.Connection | None = None
     try:
         # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
@@ -494,7 +538,7 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
     except BaseException as exc:
         if conn is not None:
             conn.close()
-        if isinstance(exc, sqlite3.Error):
+        if isinstance(exc, (sqlite3.Error, UnicodeDecodeError)):  # damaged schema text: the latter
             raise _open_error(path, exc) from exc
         raise
 
@@ -517,7 +561,7 @@ def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
                             fix="nothing has been logged there yet; check RUNNER_HOME "
                                 "(`runner logs path` shows where the log is)")
     uri = path.resolve().as_uri()
-    last_error: sqlite3.Error | None = None
+    last_error: sqlite3.Error | UnicodeDecodeError | None = None
     for options in ("mode=ro", "mode=ro&immutable=1"):
         wal = path.with_name(path.name + "-wal")
         if "immutable" in options and wal.is_file() and wal.stat().st_size > 0:
@@ -533,11 +577,11 @@ def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA query_only = ON")
             version = user_version(conn)  # the first read: fails here if the WAL index cannot open
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             if conn is not None:
                 conn.close()
             last_error = exc
-            if _is_busy(exc) or "not a database" in str(exc):
+            if isinstance(exc, UnicodeDecodeError) or _is_busy(exc) or is_damaged(exc):
                 break
             continue
         latest = latest_version(migrations)
@@ -634,26 +678,11 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+    return is_busy(exc)
 
 
-def _open_error(path: Path, exc: sqlite3.Error) -> LogStoreError:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc):
-        return LogStoreError(
-            f"{path} is not a SQLite database or is corrupt ({exc})",
-            fix=f"move it away (e.g. mv {path} {path}.bad) or set RUNNER_HOME to another directory",
-        )
-    if _is_busy(exc):
-        return LogStoreError(
-            f"{path} is locked by another process ({exc})",
-            fix="retry when the other runner process is done, or set RUNNER_HOME to another directory",
-        )
-    return LogStoreError(
-        f"cannot open the log database {path} ({exc})",
-        fix="check that the file and its directory are writable, or set RUNNER_HOME to another directory",
-    )
+def _open_error(path: Path, exc: BaseException) -> LogStoreError:
+    return log_error(path, exc, doing="open the log database")
 
 
 class transaction:
