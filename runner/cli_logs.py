@@ -1,4 +1,5 @@
-"""`runner logs ...`: list, show, search, export, import, replay, stats, prune and serve the log.
+"""`runner logs ...`: list, show, search, export, import, replay, stats, prune, check,
+recover and serve the log.
 
 Thin like the rest of the CLI: the queries live in `runner.logs`, this module parses and
 prints. Human output is sanitised for a terminal (program and model text cannot move the
@@ -389,6 +390,66 @@ def _pruned(report: Any) -> str:
             f"({report.agent_turns:,} turns)"
             + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
                if report.evaluations or report.trainings else ""))
+
+
+@logs_group.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def logs_check(as_json: bool) -> None:
+    """Whether the log is sound: it opens, SQLite's integrity check passes, and every row
+    reads as a record. Exit status 1 when something is damaged (`runner logs recover`)."""
+    from .logs.recovery import check
+    from .paths import log_db_path
+
+    report = check(log_db_path())
+    if as_json:
+        _echo(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, ensure_ascii=False))
+    else:
+        clean = _style(False).text
+        lines = [f"database    {report.path}",
+                 f"opens       {'yes' if report.open_error is None else 'no: ' + clean(report.open_error)}",
+                 f"integrity   {clean('; '.join(report.integrity))}",
+                 "rows        " + (", ".join(f"{table} {count:,}" for table, count in report.rows.items())
+                                   or "none readable")]
+        for row in report.damaged_rows:
+            lines.append(f"damaged     {row.table} {row.id}: {clean(row.error)}")
+        lines.append("the log is sound" if report.ok else
+                     "the log is damaged: `runner logs recover` copies every readable row into "
+                     "a new log and keeps this file beside it"
+                     + ("; a damaged row alone can also be fixed or deleted with a SQLite tool"
+                        if report.damaged_rows and report.open_error is None else ""))
+        _echo("\n".join(lines))
+    if not report.ok:
+        sys.exit(1)
+
+
+@logs_group.command("recover")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def logs_recover(as_json: bool) -> None:
+    """Copy every readable row of a damaged log into a new log that takes its place; the
+    damaged file is kept beside it (runner.db.damaged-<time>). Stop other runner processes
+    first."""
+    from .logs.recovery import check, recover
+    from .paths import log_db_path
+
+    path = log_db_path()
+    before = check(path)
+    if before.ok:
+        if as_json:
+            _echo(json.dumps({"path": str(path), "recovered": False, "reason": "the log is sound"}))
+        else:
+            _echo(f"{path} is sound: nothing to recover")
+        return
+    report = recover(path)
+    if as_json:
+        _echo(json.dumps({**report.model_dump(mode="json"), "recovered": True,
+                          "copied": report.copied}, ensure_ascii=False))
+        return
+    _echo(f"recovered {report.copied:,} rows into {report.path}")
+    for table in report.tables:
+        if table.copied or table.unreadable:
+            lost = f" ({table.unreadable:,} unreadable, lost)" if table.unreadable else ""
+            _echo(f"  {table.table:<22} {table.copied:>9,}{lost}")
+    _echo(f"the damaged file is kept as {report.damaged_copy}")
 
 
 @logs_group.command("serve")

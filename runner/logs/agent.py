@@ -30,7 +30,7 @@ from ..errors import LogStoreError, NotFoundError
 from .job_owner import LiveJob, still_runs
 from .liveness import current_owner, owner_alive
 from .query import find_ids
-from .rows import from_json, marks, named_marks, shown_ids, to_iso, to_json, unreadable
+from .rows import from_json, marks, named_marks, readable, shown_ids, to_iso, to_json, unreadable
 from .side_table import RecordTable
 from .store import (
     DEFAULT_BUSY_TIMEOUT_S,
@@ -244,7 +244,7 @@ class AgentLog(RecordTable[AgentRun]):
         where = [*([("status = ?", status)] if status is not None else []),
                  *([("started_at >= ?", to_iso(since))] if since is not None else [])]
         rows = self._newest(_SELECT_RUN, "started_at", where=where, limit=limit)
-        return [_run_from_row(row, []) for row in rows]
+        return readable(rows, lambda row: _run_from_row(row, []))
 
     def turn_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
         if not run_ids:
@@ -264,8 +264,8 @@ class AgentLog(RecordTable[AgentRun]):
 
 def _run_from_row(row: Sequence[Any], turns: list[AgentTurn]) -> AgentRun:
     r = dict(zip(_RUN_COLUMNS, row, strict=True))
-    extra = from_json(r["run_json"], {}) or {}
     try:
+        extra = from_json(r["run_json"], {}) or {}
         return AgentRun(
             id=r["id"], task=r["task"], protocol=r["protocol"], model=r["model"],
             base_url=r["base_url"], backend=r["backend"], function_set=r["function_set"],

@@ -99,6 +99,9 @@ def log_error(path: Path, exc: BaseException, *, doing: str,
     "write to the agent log") the log at `path`. `fix` is the advice for a failure with
     no cause of its own."""
     detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, sqlite3.Error) else str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        # SQLite's own message quotes the damaged bytes, which are not text.
+        detail = f"bytes that are not text: {exc.object[:120]!r}"
     if is_disk_full(exc, path):
         return disk_full_error(path, doing, exc)
     if is_damaged(exc):

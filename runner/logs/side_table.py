@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ..errors import LogStoreError, NotFoundError
 from .faults import log_error
-from .rows import rows_by_id, shown_ids
+from .rows import readable, rows_by_id, shown_ids
 from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect, transaction
 
 T = TypeVar("T")
@@ -148,4 +148,4 @@ class RecordTable(SideTable, Generic[R]):
     def _pages(self, *, limit: int | None, before: tuple[str, str] | None) -> list[R]:
         """Newest first by creation; with `before` (created_at, id), the ones after it."""
         rows = self._newest(self.select, "created_at", before=before, limit=limit)
-        return [self._record(row) for row in rows]
+        return readable(rows, self._record)

@@ -44,7 +44,7 @@ from .migrations import (
     user_version,
 )
 from .query import ExecutionFilter, count_executions
-from .rows import like_prefix, to_iso, to_json
+from .rows import lenient_text, like_prefix, readable, to_iso, to_json, unreadable
 
 logger = logging.getLogger("runner.logs")
 
@@ -429,7 +429,7 @@ class LogStore:
             params = [*found.params, *([limit] if limit is not None else [])]
             return conn.execute(sql + (" LIMIT ?" if limit is not None else ""), params).fetchall()
 
-        return [_from_row(row) for row in self.read(rows)]
+        return readable(self.read(rows), _from_row)
 
     def iter_executions(self, where: ExecutionFilter, *, batch: int = 500) -> Iterator[ExecutionRecord]:
         """Every matching execution, oldest first, read in batches (for exports)."""
@@ -445,7 +445,7 @@ class LogStore:
                 extra = list(last)
             rows = self._query(f"{_SELECT}{clause} ORDER BY started_at, id LIMIT ?",
                                [*params, *extra, batch])
-            yield from self._with_files([_from_row(row) for row in rows])
+            yield from self._with_files(readable(rows, _from_row))
             if len(rows) < batch:
                 return
             last = (rows[-1][1], rows[-1][0])
@@ -532,6 +532,7 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
         # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
         conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                                check_same_thread=False, factory=EncodableConnection)
+        conn.text_factory = lenient_text
         _configure(conn, path, busy_timeout_s)
         apply_migrations(conn, path, migrations)
         return conn
@@ -574,9 +575,13 @@ def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         try:
             conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=busy_timeout_s,
                                    isolation_level=None, check_same_thread=False)
+            conn.text_factory = lenient_text
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA query_only = ON")
             version = user_version(conn)  # the first read: fails here if the WAL index cannot open
+            # The schema is parsed at the first statement that names a table: damaged, it
+            # fails here, where the error can name the file, not in the middle of a page.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             if conn is not None:
                 conn.close()
@@ -637,6 +642,7 @@ def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY
         return open_read_only(path, busy_timeout_s)
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                            factory=EncodableConnection)
+    conn.text_factory = lenient_text
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -800,11 +806,8 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
         return ExecutionRecord(request=ExecutionRequest.model_validate(request),
                                result=ExecutionResult.model_validate(result),
                                source=r["source"], meta=json.loads(r["meta_json"]))
-    except (ValueError, ValidationError) as exc:  # json and enum errors are ValueErrors
-        raise LogStoreError(
-            f"execution {r['id']} in the log database cannot be read: {exc}",
-            fix="the row was probably edited by hand; fix or delete it with a SQLite tool",
-        ) from exc
+    except (ValueError, ValidationError, TypeError) as exc:  # json and enum errors are ValueErrors
+        raise unreadable(f"execution {r['id']}", exc) from exc
 
 
 def insert_records(conn: sqlite3.Connection, records: Iterable[ExecutionRecord]) -> int:
