@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_openai_server import FakeOpenAI
 from starlette.testclient import TestClient
 
 from runner import Sandbox
@@ -96,6 +97,13 @@ def test_damaged_schema_bytes_are_named_and_recover_keeps_every_row(real_log, tm
         env={**os.environ, "RUNNER_HOME": str(home)}, capture_output=True, text=True, timeout=120)
     assert library.returncode == 0 and library.stdout.split()[0] == "2", library.stderr
     spooled_too = library.stdout.split()[1]
+    with FakeOpenAI(responder=lambda body: "```python\nprint(2 + 2)\n```"
+                    if len(body["messages"]) < 3 else "so \\boxed{4}") as server:
+        agent = runner(home, "agent", "2+2", "--protocol", "code", "--json", "--base-url",
+                       server.url, "--model", "fake-model")
+    assert agent.returncode == 0, agent.stderr
+    conversation = json.loads(agent.stdout.strip().splitlines()[-1])
+    assert conversation["status"] == "answered" and "unlogged_runs.jsonl" in agent.stderr
 
     # a viewer already serving the file says what is wrong, with the fix
     viewed = tmp_path / "viewed" / "runner.db"
@@ -123,7 +131,11 @@ def test_damaged_schema_bytes_are_named_and_recover_keeps_every_row(real_log, tm
 
     assert runner(home, "logs", "check").returncode == 0
     # every row, and the runs that waited in the spool
-    assert sorted(listed(home)) == sorted([*ids, spooled, spooled_too])
+    assert sorted(listed(home)) == sorted([*ids, spooled, spooled_too,
+                                           *(i for turn in conversation["turns"]
+                                             for i in turn["execution_ids"])])
+    runs = json.loads(runner(home, "logs", "runs", "--json").stdout)
+    assert sorted(r["id"] for r in runs) == sorted([run_id, conversation["id"]])
     run = json.loads(runner(home, "logs", "show", run_id, "--json").stdout)
     assert run["status"] == "answered" and len(run["turns"]) == 2
     found = runner(home, "logs", "list", "-q", "row 3", "--json")
