@@ -225,6 +225,10 @@ def test_a_disk_filling_during_an_evaluation_stops_it_resumably(mount: Mount):
         assert f"runner: then continue with: {resume}" in err
         assert "Traceback" not in err and err.count("could not update the search index") <= 1
         before = done_items(database)
+        report = runner(home, "math", "report", data["id"], "--format", "json")  # a reader
+        assert report.returncode == 0, report.stderr
+        assert json.loads(report.stdout)["status"] == "interrupted"  # its process is gone
+        assert "search index" not in report.stderr
 
         (home / "fill").unlink()
         resumed = cli(["math", "eval", "--resume", data["id"], "--base-url", server.url,

@@ -149,7 +149,7 @@ class LogStore:
         (a read-only mount), it reads what is there read-only.
         """
         where = Path(path) if path is not None else log_db_path()
-        spooled = any((where.parent / name).exists() for name in (SPOOL_NAME, RUN_SPOOL_NAME))
+        spooled = any(_has_bytes(where.parent / name) for name in (SPOOL_NAME, RUN_SPOOL_NAME))
         if where.exists() and not spooled:
             try:
                 return cls(where, read_only=True)
@@ -363,7 +363,10 @@ class LogStore:
 
     def _index_pending(self) -> None:
         """Bring the search index up to the last row (see `index_pending`). A failure costs
-        a warning: the rows are logged, and searches still match rows not yet indexed."""
+        a warning: the rows are logged, and searches still match rows not yet indexed.
+        A store opened to read leaves the index to the next writer."""
+        if not self._keep_index:
+            return
         with self._lock:
             conn = self._connection()
             try:
@@ -920,6 +923,14 @@ def _take_spool(path: Path, insert: Callable[[list[bytes]], int]) -> int:
         return count
     finally:
         os.close(fd)
+
+
+def _has_bytes(path: Path) -> bool:
+    """Whether a spool holds anything (an append that a full disk refused leaves it empty)."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _same_file(fd: int, path: Path) -> bool:
