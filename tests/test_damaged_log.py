@@ -176,3 +176,18 @@ def test_a_damaged_row_is_named_and_skipped_and_the_rest_are_listed(real_log, tm
     ran = runner(home, "exec", "-", "--json", input="print('after')")  # the log still logs
     assert ran.returncode == 0
     assert json.loads(ran.stdout)["id"] in listed(home)
+
+
+def test_a_damaged_turn_is_skipped_and_the_run_shown(real_log, tmp_path: Path):
+    source, ids, run_id = real_log
+    # the answer turn's reply, its first byte made one that is not text
+    database = damaged_copy(source, tmp_path / "home", b'{"role": "assistant", "content": "so', 0,
+                            b"\xff")
+    shown = runner(database.parent, "logs", "show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    run = json.loads(shown.stdout)
+    assert run["status"] == "answered" and [turn["number"] for turn in run["turns"]] == [1]
+    assert f"skipped: turn 2 of agent run {run_id} in the log database is damaged" in shown.stderr
+    checked = runner(database.parent, "logs", "check")
+    assert checked.returncode == 1 and "the log is damaged" in checked.stdout
+

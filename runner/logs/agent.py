@@ -259,7 +259,7 @@ class AgentLog(RecordTable[AgentRun]):
         turn_rows = self._run(lambda conn: conn.execute(
             f"SELECT {', '.join(_TURN_COLUMNS)} FROM agent_turns WHERE run_id = ? ORDER BY number",
             (row[0],)).fetchall(), "read")
-        return _run_from_row(row, [_turn_from_row(r) for r in turn_rows])
+        return _run_from_row(row, readable(turn_rows, _turn_from_row))
 
 
 def _run_from_row(row: Sequence[Any], turns: list[AgentTurn]) -> AgentRun:
@@ -282,15 +282,18 @@ def _run_from_row(row: Sequence[Any], turns: list[AgentTurn]) -> AgentRun:
 
 def _turn_from_row(row: Sequence[Any]) -> AgentTurn:
     r = dict(zip(_TURN_COLUMNS, row, strict=True))
-    return AgentTurn(
-        number=r["number"], started_at=datetime.fromisoformat(r["started_at"]),
-        messages_sent=from_json(r["messages_sent_json"], []), reply=from_json(r["reply_json"]),
-        response=from_json(r["response_json"]), actions=from_json(r["actions_json"], []),
-        feedback=from_json(r["feedback_json"], []),
-        feedback_messages=from_json(r["feedback_messages_json"], []),
-        notes=from_json(r["notes_json"], []), execution_ids=from_json(r["execution_ids_json"], []),
-        prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-        latency_ms=r["latency_ms"] or 0, retries=r["retries"] or 0, error=from_json(r["error_json"]))
+    try:
+        return AgentTurn(
+            number=r["number"], started_at=datetime.fromisoformat(r["started_at"]),
+            messages_sent=from_json(r["messages_sent_json"], []), reply=from_json(r["reply_json"]),
+            response=from_json(r["response_json"]), actions=from_json(r["actions_json"], []),
+            feedback=from_json(r["feedback_json"], []),
+            feedback_messages=from_json(r["feedback_messages_json"], []),
+            notes=from_json(r["notes_json"], []), execution_ids=from_json(r["execution_ids_json"], []),
+            prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
+            latency_ms=r["latency_ms"] or 0, retries=r["retries"] or 0, error=from_json(r["error_json"]))
+    except (ValueError, TypeError) as exc:  # bad JSON or time: damaged
+        raise unreadable(f"turn {r['number']} of agent run {r['run_id']}", exc) from exc
 
 
 def find_agent_run(store: LogStore, id_or_prefix: str) -> AgentRun | None:

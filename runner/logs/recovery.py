@@ -260,20 +260,25 @@ class _lenient:
 
 def _record_readers() -> list[tuple[str, str, Callable[[Any], Any]]]:
     """(table, the columns a record is read from, how) for each kind of record people list."""
-    from . import agent, evaluations, store, trainings
+    from . import agent, evaluations, functions, store, trainings
 
     return [
         ("executions", ", ".join(store._COLUMNS), store._from_row),
         ("agent_runs", ", ".join(agent._RUN_COLUMNS), lambda row: agent._run_from_row(row, [])),
+        ("agent_turns", ", ".join(agent._TURN_COLUMNS), agent._turn_from_row),
         ("evaluations", ", ".join(evaluations._EVAL_COLUMNS), evaluations._evaluation),
         ("evaluation_items", ", ".join(evaluations._ITEM_COLUMNS), evaluations._item),
         ("trainings", ", ".join(trainings._TRAINING_COLUMNS), trainings._training_row),
+        ("training_epochs", ", ".join(trainings._EPOCH_COLUMNS), trainings._epoch),
+        ("training_actions", ", ".join(trainings._ACTION_COLUMNS), trainings._action),
+        ("function_versions", ", ".join(functions._COLUMNS), functions._record),
     ]
 
 
 def _id_index(columns: str) -> int:
+    """Where the id a person looks a row up by is: its own, else its run's or job's."""
     names = [name.strip() for name in columns.split(",")]
-    for key in ("id", "evaluation_id"):
+    for key in ("id", "run_id", "evaluation_id", "training_id"):
         if key in names:
             return names.index(key)
     return 0
