@@ -115,6 +115,8 @@ class LogStore:
     database already at this runner's schema version.
     """
 
+    _conn: sqlite3.Connection | None  # None once closed (or never opened: `for_writing`)
+
     def __init__(
         self,
         path: Path | str | None = None,
@@ -124,6 +126,16 @@ class LogStore:
         read_only: bool = False,
         keep_index: bool = True,
     ) -> None:
+        self._state(path, read_only=read_only, keep_index=keep_index)
+        if read_only:
+            self._conn = open_read_only(self._path, busy_timeout_s, migrations)
+        else:
+            self._conn = _open(self._path, busy_timeout_s, migrations)
+            self._import_spool()
+            self._index_pending()  # rows a writer that died left out of the search index
+
+    def _state(self, path: Path | str | None, *, read_only: bool, keep_index: bool) -> None:
+        """Everything but the connection."""
         self._path = Path(path) if path is not None else log_db_path()
         self._lock = threading.RLock()
         self._read_only = read_only
@@ -133,12 +145,7 @@ class LogStore:
         self._keep_index = keep_index and not read_only
         self._unavailable: LogStoreError | None = None  # why `for_writing` could not open it
         self._indexed_up_to = 0  # the search index's mark, as this store last saw it
-        if read_only:
-            self._conn: sqlite3.Connection | None = open_read_only(self._path, busy_timeout_s, migrations)
-        else:
-            self._conn = _open(self._path, busy_timeout_s, migrations)
-            self._import_spool()
-            self._index_pending()  # rows a writer that died left out of the search index
+        self._conn = None
 
     @classmethod
     def for_reading(cls, path: Path | str | None = None) -> LogStore:
@@ -172,13 +179,8 @@ class LogStore:
         try:
             return cls(path)
         except LogStoreError as exc:
-            store = cls.__new__(cls)
-            store._path = Path(path) if path is not None else log_db_path()
-            store._lock = threading.RLock()
-            store._read_only = False
-            store._keep_index = False
-            store._indexed_up_to = 0
-            store._conn = None
+            store = cls.__new__(cls)  # not opened: __init__ is what failed
+            store._state(path, read_only=False, keep_index=False)
             store._unavailable = exc
             logger.warning("runs go on, but the log cannot be opened: %s (fix: %s)",
                            exc.message, exc.fix)
