@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError, SandboxClosedError
 from ..packages import PackageRequestError, allowlist_of, parse_requirements, refused_by
-from ..paths import runner_home
+from ..paths import private_temp_dir, runner_home
 from ..types import ExecutionRequest, Status
 from ..wheels import InstallFailed
 from ..worker import error_types
@@ -41,10 +41,11 @@ def worker_env() -> dict[str, str]:
         cache.mkdir(parents=True, exist_ok=True)
     except (ConfigurationError, OSError):
         # A read-only RUNNER_HOME (or a full disk) must not stop a run: the font cache is
-        # only a speed-up, so it goes to the temporary directory instead.
-        cache = Path(tempfile.gettempdir()) / f"runner-{os.getuid()}" / "matplotlib"
+        # only a speed-up, so it goes to this user's temporary directory instead.
+        private = private_temp_dir()
+        cache = (private if private is not None else Path(tempfile.mkdtemp())) / "matplotlib"
         with contextlib.suppress(OSError):
-            cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+            cache.mkdir(exist_ok=True, mode=0o700)
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(cache),
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

@@ -32,12 +32,12 @@ from .liveness import current_owner, owner_alive
 from .query import find_ids
 from .rows import from_json, marks, named_marks, readable, shown_ids, to_iso, to_json, unreadable
 from .side_table import RecordTable
+from .spool import append_to_spool
 from .store import (
     DEFAULT_BUSY_TIMEOUT_S,
     RUN_SPOOL_NAME,
     ExecutionRecord,
     LogStore,
-    append_locked,
     transaction,
 )
 
@@ -228,10 +228,9 @@ class AgentLog(RecordTable[AgentRun]):
     def spool(self, run: AgentRun) -> Path:
         """Keep a run the database could not take beside it, to be imported the next time
         the log is opened (as failed execution writes are); where it went."""
-        path = self._path.parent / RUN_SPOOL_NAME
         # ensure_ascii: one line, whatever the text holds
-        append_locked(path, (json.dumps(run.model_dump(mode="json")) + "\n").encode())
-        return path
+        return append_to_spool(self._path, RUN_SPOOL_NAME,
+                               (json.dumps(run.model_dump(mode="json")) + "\n").encode())
 
     # -- reading -----------------------------------------------------------------------------
 

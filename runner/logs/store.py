@@ -9,15 +9,16 @@ Design choices, and why:
 - A result is never lost: if the database write fails for any reason, the record is
   appended to a spool file (`unlogged.jsonl` next to the database) and imported,
   idempotently, the next time a store opens that database. Agent runs have a spool of
-  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it.
+  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it. When the
+  spool beside the database cannot be written either (its disk is full), a private
+  directory under the temporary directory takes it (`runner.logs.spool`).
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -45,6 +46,7 @@ from .migrations import (
 )
 from .query import ExecutionFilter, count_executions
 from .rows import lenient_text, like_prefix, readable, to_iso, to_json, unreadable
+from .spool import append_locked, append_to_spool, has_bytes, spool_files, take_spool
 
 logger = logging.getLogger("runner.logs")
 
@@ -156,7 +158,8 @@ class LogStore:
         (a read-only mount), it reads what is there read-only.
         """
         where = Path(path) if path is not None else log_db_path()
-        spooled = any(_has_bytes(where.parent / name) for name in (SPOOL_NAME, RUN_SPOOL_NAME))
+        spooled = any(has_bytes(spool) for name in (SPOOL_NAME, RUN_SPOOL_NAME)
+                      for spool in spool_files(where, name))
         if where.exists() and not spooled:
             try:
                 return cls(where, read_only=True)
@@ -282,7 +285,7 @@ class LogStore:
             failure = RuntimeError(failure.message)  # its fix is the spool's business here
         try:
             line = _spool_line(request, result, source, meta)
-            append_locked(self.spool_path, line)
+            where = append_to_spool(self._path, SPOOL_NAME, line)
         except Exception as spool_exc:
             logger.warning(
                 "could not log execution %s to %s (%s) nor to %s (%s); the record is lost",
@@ -292,30 +295,29 @@ class LogStore:
         logger.warning(
             "could not log execution %s to %s (%s); saved it to %s, which is imported the "
             "next time the log is opened",
-            result.id, self._path, failure, self.spool_path,
+            result.id, self._path, failure, where,
         )  # fmt: skip
 
     def _import_spool(self) -> None:
-        """Move records spooled by earlier failed writes into the database, then delete the spool.
+        """Move records spooled by earlier failed writes into the database, then delete the
+        spool; from each place a spool may be (`runner.logs.spool`), executions first.
 
         Failures here are logged, not raised: the spool stays and a later open retries.
         """
-        try:
-            lines = _take_spool(self.spool_path, self._insert_spooled)
-        except Exception as exc:
-            logger.warning("could not import %s into %s: %s; will retry on next open", self.spool_path, self._path, exc)
-            return
-        if lines:
-            logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
-        runs_path = self._path.parent / RUN_SPOOL_NAME
-        try:
-            runs = _take_spool(runs_path, self._insert_spooled_runs)
-        except Exception as exc:
-            logger.warning("could not import %s into %s: %s; will retry on next open", runs_path,
-                           self._path, exc)
-            return
-        if runs:
-            logger.info("imported %d spooled agent run(s) from %s", runs, runs_path)
+        for name, insert, what in ((SPOOL_NAME, self._insert_spooled, "execution(s)"),
+                                   (RUN_SPOOL_NAME, self._insert_spooled_runs, "agent run(s)")):
+            for path in spool_files(self._path, name):
+                try:
+                    count = take_spool(path, insert)
+                except Exception as exc:
+                    logger.warning("could not import %s into %s: %s; will retry on next open",
+                                   path, self._path, exc)
+                    return
+                if count:
+                    logger.info("imported %d spooled %s from %s", count, what, path)
+                if path.parent != self._path.parent:  # a fallback place: leave nothing behind
+                    with contextlib.suppress(OSError):
+                        path.parent.rmdir()
 
     def _insert_spooled_runs(self, lines: list[bytes]) -> int:
         from .agent import import_spooled_runs  # the agent log builds on this module
@@ -886,66 +888,3 @@ def _record_from_spool(line: bytes) -> ExecutionRecord:
 
 def _ends_with_newline(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
-
-
-def append_locked(path: Path, data: bytes) -> None:
-    """Append under an exclusive flock, to the file currently at `path`.
-
-    The importer deletes the spool while holding the same lock, so after taking the
-    lock we check that our descriptor still is the file at `path`; if not, the bytes
-    would land in a deleted file, so reopen and try again.
-    """
-    while True:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if not _same_file(fd, path):
-                continue
-            _write_all(fd, data)
-            os.fsync(fd)
-            return
-        finally:
-            os.close(fd)  # also releases the lock
-
-
-def _take_spool(path: Path, insert: Callable[[list[bytes]], int]) -> int:
-    """Read the spool under its lock, hand the lines to `insert`, and delete it on success."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return 0
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if not _same_file(fd, path):
-            return 0  # another process imported and deleted it while we waited
-        with os.fdopen(os.dup(fd), "rb") as spool:
-            lines = [line for line in spool if line.strip()]
-        count = insert(lines)
-        os.unlink(path)
-        return count
-    finally:
-        os.close(fd)
-
-
-def _has_bytes(path: Path) -> bool:
-    """Whether a spool holds anything (an append that a full disk refused leaves it empty)."""
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        on_disk = os.stat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
