@@ -280,8 +280,8 @@ def functions_history(set_name: str | None, function: str | None, count: int | N
     elif set_name is not None and (set_name.endswith(".json") or "/" in set_name):
         # A set's name is a word; this was meant as a file, and there is none.
         raise click.BadParameter(f"there is no file {set_name}", param_hint="SET|FILE")
-    records = FunctionVersionLog(log_db_path()).history(set_name, function, limit=count)
-    trainings = TrainingLog(log_db_path())
+    records = FunctionVersionLog.for_reading(log_db_path()).history(set_name, function, limit=count)
+    trainings = TrainingLog.for_reading(log_db_path())
     scores = {(name, *key): value for name in dict.fromkeys(r.set_name for r in records)
               for key, value in trainings.version_scores(name).items()}
     if as_json:

@@ -164,7 +164,7 @@ def logs_runs(status: str | None, count: int, as_json: bool) -> None:
     from .logs.agent import AgentLog
     from .logs.agent_text import render_agent_run_list
 
-    agent_log = AgentLog()
+    agent_log = AgentLog.for_reading()
     runs = agent_log.list(limit=count, status=status)
     counts = agent_log.turn_counts([run.id for run in runs])
     if as_json:

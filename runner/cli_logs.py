@@ -1,4 +1,5 @@
-"""`runner logs ...`: list, show, search, export, import, replay, stats, prune and serve the log.
+"""`runner logs ...`: list, show, search, export, import, replay, stats, prune, check,
+recover and serve the log.
 
 Thin like the rest of the CLI: the queries live in `runner.logs`, this module parses and
 prints. Human output is sanitised for a terminal (program and model text cannot move the
@@ -186,19 +187,23 @@ def logs_path() -> None:
                    "versions, evaluations and their problems, trainings, epochs and actions).")
 @click.option("--run", "run_id", metavar="RUN_ID", help="One agent run: it, its turns and executions.")
 @click.option("--since", type=TIME, help="Everything started since then (30m, 7d, a date).")
-@click.option("-o", "--output", type=click.File("w", encoding="utf-8", lazy=True), default="-",
-              help="Write to this file (default: standard output).")
-def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: IO[str]) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              default="-", help="Write to this file (default: standard output); it appears "
+                                "only when the export is whole.")
+def logs_export(output_format: str, run_id: str | None, since: datetime | None, output: Path) -> None:
     """Write the log (or part of it) as JSON Lines, for `runner logs import` elsewhere:
     everything it holds (executions, agent runs, the function history, evaluations and
     trainings), or what started since --since, or one agent run (--run)."""
     from .logs import LogStore
-    from .logs.transfer import write_export
+    from .logs.export_file import export_to_file, export_to_stream
 
     if run_id is not None and since is not None:
         raise click.UsageError("give --run or --since, not both")
     with LogStore.for_reading() as store:
-        count = write_export(store, output, run_id=run_id, since=since)
+        if str(output) == "-":
+            count = export_to_stream(store, sys.stdout, run_id=run_id, since=since)
+        else:
+            count = export_to_file(store, output, run_id=run_id, since=since)
     _echo(f"exported {count} record{'' if count == 1 else 's'}", err=True)
 
 
@@ -348,9 +353,12 @@ def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
         planned = prune(store, before, dry_run=True)
         if dry_run:
             _echo(f"would delete {_pruned(planned)} started before {when}")
+            _echo_skipped(planned)
             return
         if not planned.total:
-            _echo(f"nothing started before {when}: nothing to delete")
+            _echo_skipped(planned)
+            _echo(f"nothing {'else ' if planned.skipped else ''}started before {when}: "
+                  "nothing to delete")
             return
         if not assume_yes:
             if not sys.stdin.isatty():
@@ -363,7 +371,18 @@ def logs_prune(before: datetime, dry_run: bool, assume_yes: bool) -> None:
                 return
         report = prune(store, before)
     _echo(f"deleted {_pruned(report)} started before {when}")
+    _echo_skipped(report)
     _echo(f"database: {_size(report.bytes_before)} -> {_size(report.bytes_after)}")
+
+
+def _echo_skipped(report: Any) -> None:
+    """Name what prune left alone because a live process still runs it."""
+    if not report.skipped:
+        return
+    own = f", with {report.skipped_runs:,} agent runs of theirs" if report.skipped_runs else ""
+    _echo(f"kept {len(report.skipped)} job(s) that a live process still runs{own}:")
+    for job in report.skipped:
+        _echo(f"  {job.kind} {job.id} ({job.where})")
 
 
 def _pruned(report: Any) -> str:
@@ -371,6 +390,66 @@ def _pruned(report: Any) -> str:
             f"({report.agent_turns:,} turns)"
             + (f", {report.evaluations:,} evaluations and {report.trainings:,} trainings"
                if report.evaluations or report.trainings else ""))
+
+
+@logs_group.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def logs_check(as_json: bool) -> None:
+    """Whether the log is sound: it opens, SQLite's integrity check passes, and every row
+    reads as a record. Exit status 1 when something is damaged (`runner logs recover`)."""
+    from .logs.recovery import check
+    from .paths import log_db_path
+
+    report = check(log_db_path())
+    if as_json:
+        _echo(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, ensure_ascii=False))
+    else:
+        clean = _style(False).text
+        lines = [f"database    {report.path}",
+                 f"opens       {'yes' if report.open_error is None else 'no: ' + clean(report.open_error)}",
+                 f"integrity   {clean('; '.join(report.integrity))}",
+                 "rows        " + (", ".join(f"{table} {count:,}" for table, count in report.rows.items())
+                                   or "none readable")]
+        for row in report.damaged_rows:
+            lines.append(f"damaged     {row.table} {row.id}: {clean(row.error)}")
+        lines.append("the log is sound" if report.ok else
+                     "the log is damaged: `runner logs recover` copies every readable row into "
+                     "a new log and keeps this file beside it"
+                     + ("; a damaged row alone can also be fixed or deleted with a SQLite tool"
+                        if report.damaged_rows and report.open_error is None else ""))
+        _echo("\n".join(lines))
+    if not report.ok:
+        sys.exit(1)
+
+
+@logs_group.command("recover")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def logs_recover(as_json: bool) -> None:
+    """Copy every readable row of a damaged log into a new log that takes its place; the
+    damaged file is kept beside it (runner.db.damaged-<time>). Stop other runner processes
+    first."""
+    from .logs.recovery import check, recover
+    from .paths import log_db_path
+
+    path = log_db_path()
+    before = check(path)
+    if before.ok:
+        if as_json:
+            _echo(json.dumps({"path": str(path), "recovered": False, "reason": "the log is sound"}))
+        else:
+            _echo(f"{path} is sound: nothing to recover")
+        return
+    report = recover(path)
+    if as_json:
+        _echo(json.dumps({**report.model_dump(mode="json"), "recovered": True,
+                          "copied": report.copied}, ensure_ascii=False))
+        return
+    _echo(f"recovered {report.copied:,} rows into {report.path}")
+    for table in report.tables:
+        if table.copied or table.unreadable:
+            lost = f" ({table.unreadable:,} unreadable, lost)" if table.unreadable else ""
+            _echo(f"  {table.table:<22} {table.copied:>9,}{lost}")
+    _echo(f"the damaged file is kept as {report.damaged_copy}")
 
 
 @logs_group.command("serve")

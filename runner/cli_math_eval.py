@@ -219,7 +219,7 @@ def evals_command(count: int, as_json: bool) -> None:
     """Evaluations, newest first, with their progress (done/total) and accuracy."""
     from .logs.evaluations import EvaluationLog
 
-    evaluations = EvaluationLog()
+    evaluations = EvaluationLog.for_reading()
     records = evaluations.list(limit=count)
     progress = evaluations.progress([record.id for record in records])
     rows: list[dict[str, Any]] = []
@@ -260,7 +260,8 @@ def report_command(report_id: str, output_format: str, chart_path: str | None) -
     from .logs.evaluations import EvaluationLog
     from .logs.trainings import TrainingLog
 
-    if EvaluationLog().find(report_id) is None and TrainingLog().find(report_id) is not None:
+    if EvaluationLog.for_reading().find(report_id) is None and \
+            TrainingLog.for_reading().find(report_id) is not None:
         _training_report(report_id, output_format, chart_path)
         return
     from .math.evaluation import evaluation_report

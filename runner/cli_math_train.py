@@ -273,7 +273,7 @@ def trainings_command(count: int, as_json: bool) -> None:
     """Trainings (runner math train), newest first, with their best success rate."""
     from .logs.trainings import TrainingLog
 
-    records = TrainingLog().list(limit=count)
+    records = TrainingLog.for_reading().list(limit=count)
     if as_json:
         click.echo(json.dumps([{
             "id": r.id, "created_at": r.created_at.isoformat(), "status": str(r.status),

@@ -10,6 +10,8 @@ write outside the log database (the log store reports its own write failures).
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 from pathlib import Path
 
 import platformdirs
@@ -53,3 +55,22 @@ def _top(path: Path) -> str:
 
 def log_db_path() -> Path:
     return runner_home() / "runner.db"
+
+
+def private_temp_dir() -> Path | None:
+    """This user's own directory under the temporary directory (`runner-<uid>`, mode 0700),
+    for what must not fail when RUNNER_HOME cannot be written: made if missing; None when
+    what is there is not a directory of this user (someone else could read or replace
+    what is put in it)."""
+    base = Path(tempfile.gettempdir()) / f"runner-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        found = os.lstat(base)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            return None
+        if found.st_mode & 0o077:
+            os.chmod(base, 0o700)  # ours (in a sticky /tmp no one else can swap it)
+    except OSError:
+        return None
+    return base
+

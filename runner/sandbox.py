@@ -64,7 +64,9 @@ class Sandbox:
         self._owns_store = log_store is True
         self._store: LogStore | None
         if log_store is True:
-            self._store = LogStore()
+            # A log that cannot be opened (a full disk, say) must not stop the run: its
+            # records go to the spool, and a warning says why.
+            self._store = LogStore.for_writing()
         elif log_store is False:
             self._store = None
         else:

@@ -268,7 +268,13 @@ def test_an_unusable_runner_home_is_a_runner_error_naming_it(tmp_path, kind):
     env = dict(os.environ, RUNNER_HOME=str(home))
     proc = subprocess.run(prefix + RUNNER + ["exec", "-"], input="print(1)\n", capture_output=True,
                           text=True, env=env, timeout=120)
-    assert proc.returncode == 1, proc.stderr
+    if kind == "read-only":
+        # A directory that is there but cannot be written does not stop a run: it runs,
+        # and one warning says why it is not logged and what to do.
+        assert proc.returncode == 0 and proc.stdout == "1\n", proc.stderr
+        assert "cannot be written" in proc.stderr and "(fix: " in proc.stderr
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert "runner: fix:" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert str(home) in proc.stderr
-    assert "runner: fix:" in proc.stderr and "RUNNER_HOME" in proc.stderr
+    assert str(home) in proc.stderr and "RUNNER_HOME" in proc.stderr

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,11 @@ def on_a_full_disk(directory: Path, commands: list[str]) -> subprocess.Completed
     hold = (f"{python} -c 'import sqlite3, time; c = sqlite3.connect(\"{directory}/runner.db\"); "
             f"c.execute(\"SELECT 1 FROM executions\").fetchall(); open(\"{ready}\", \"w\").close(); "
             "time.sleep(120)' & HOLDER=$!; ")
-    script = (f"mount -t tmpfs -o size=4M tmpfs {directory} && "
+    # This user's spool under the temporary directory made read-only in the namespace too,
+    # so that no spool anywhere can take a run (test_disk_faults has one that can).
+    private = Path(tempfile.gettempdir()) / f"runner-{os.getuid()}"
+    script = (f"mkdir -p {private} && mount -t tmpfs -o ro tmpfs {private} && "
+              f"mount -t tmpfs -o size=4M tmpfs {directory} && "
               f"echo 'print(0)' | {python} -m runner exec - >/dev/null && {hold}"
               f"while [ ! -e {ready} ]; do sleep 0.1; done; "
               f"dd if=/dev/zero of={directory}/fill bs=4k 2>/dev/null; "

@@ -223,6 +223,8 @@ def test_prune_deletes_old_rows_with_their_index_and_vacuums(tmp_path: Path):
         request, in_run = make_pair(started_at=datetime.now(UTC))  # late, but in an old run
         store.record_execution(request, in_run, meta={"agent_run": run.id, "agent_turn": 1})
         log.add_turn(run.id, AgentTurn(number=1, started_at=old, messages_sent=[], execution_ids=[in_run.id]))
+        # over (a `running` run of a live process, this one, would be kept)
+        log.finish(run.model_copy(update={"status": "answered"}))
         _, replay = make_pair(started_at=datetime.now(UTC))
         store.record_execution(request, replay, meta={"replay_of": drop[0]})
     size_before = db.stat().st_size
@@ -254,6 +256,7 @@ def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path
     """An evaluation created before the cut goes with its items; an old conversation that a
     kept evaluation's verdict points at stays (with its turns and executions)."""
     from runner.logs.evaluations import EvaluationLog, EvaluationRecord, NewItem
+    from runner.logs.job_status import JobStatus
 
     old = datetime.now(UTC) - timedelta(days=40)
     db = tmp_path / "runner.db"
@@ -267,6 +270,7 @@ def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path
             store.record_execution(request, result, meta={"agent_run": run.id, "agent_turn": 1})
             runs.add_turn(run.id, AgentTurn(number=1, started_at=old, messages_sent=[],
                                             execution_ids=[result.id]))
+            runs.finish(run.model_copy(update={"status": "answered"}))
             old_runs.append((run.id, result.id))
         for created, (run_id, _) in zip((old, datetime.now(UTC)), old_runs, strict=True):
             record = EvaluationRecord(id=new_id(), created_at=created, dataset="x",
@@ -275,6 +279,7 @@ def test_prune_drops_old_evaluations_and_keeps_what_newer_ones_point_at(tmp_path
             evaluations.create(record, [NewItem(problem_id="p", problem={"problem": "?"})])
             evaluations.finish_item(record.id, 0, agent_run_id=run_id, run_status="answered",
                                     answer="1", correct=True, verdict=None, duration_ms=1)
+            evaluations.set_status(record.id, JobStatus.FINISHED)  # a live one would be kept
     done = logs(tmp_path, "prune", "--before", "30d", "--yes")
     assert done.exit_code == 0, done.output
     with sqlite3.connect(db) as conn:

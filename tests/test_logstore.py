@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -604,7 +606,35 @@ def test_spooling_while_another_store_imports_loses_nothing(db: Path) -> None:
     assert not (db.parent / SPOOL_NAME).exists()
 
 
-def test_when_even_the_spool_fails_it_warns_and_returns(db: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_when_the_spool_beside_the_log_fails_a_private_one_keeps_the_record(
+        db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    store = LogStore(db, busy_timeout_s=0.05)
+    (db.parent / SPOOL_NAME).mkdir()  # appending to a directory fails
+    blocker = _lock_db(db)
+    request, result = make_pair()
+    try:
+        store.record_execution(request, result)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        store.close()
+    private = tmp_path / "tmp" / f"runner-{os.getuid()}"
+    (kept,) = private.glob(f"unlogged/*/{SPOOL_NAME}")
+    assert oct(private.stat().st_mode & 0o777) == "0o700"
+    (db.parent / SPOOL_NAME).rmdir()
+    with LogStore(db) as reopened:  # the next open looks there too
+        assert reopened.get_execution(result.id).result == result
+    assert not kept.exists()
+
+
+def test_when_even_the_spool_fails_it_warns_and_returns(db: Path, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # No private spool under the temporary directory either: its place is taken by a file.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / f"runner-{os.getuid()}").write_text("not a directory")
     store = LogStore(db, busy_timeout_s=0.05)
     (db.parent / SPOOL_NAME).mkdir()  # appending to a directory fails
     blocker = _lock_db(db)

@@ -12,14 +12,17 @@ where they satisfy the request, else environments built once from wheels
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
-from ..errors import SandboxClosedError
+from ..errors import ConfigurationError, SandboxClosedError
 from ..packages import PackageRequestError, allowlist_of, parse_requirements, refused_by
-from ..paths import runner_home
+from ..paths import private_temp_dir, runner_home
 from ..types import ExecutionRequest, Status
 from ..wheels import InstallFailed
 from ..worker import error_types
@@ -33,8 +36,16 @@ def worker_env() -> dict[str, str]:
     need to start quietly and alike everywhere (one BLAS thread per run: the run's
     process limit counts threads; matplotlib's headless canvas and font cache; two
     malloc arenas)."""
-    cache = runner_home(writable=True) / "cache" / "matplotlib"
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache = runner_home(writable=True) / "cache" / "matplotlib"
+        cache.mkdir(parents=True, exist_ok=True)
+    except (ConfigurationError, OSError):
+        # A read-only RUNNER_HOME (or a full disk) must not stop a run: the font cache is
+        # only a speed-up, so it goes to this user's temporary directory instead.
+        private = private_temp_dir()
+        cache = (private if private is not None else Path(tempfile.mkdtemp())) / "matplotlib"
+        with contextlib.suppress(OSError):
+            cache.mkdir(exist_ok=True, mode=0o700)
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(cache),
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

@@ -27,16 +27,17 @@ from typing import Any
 
 from ..agent.run import AgentRun, AgentStatus, AgentTurn
 from ..errors import LogStoreError, NotFoundError
+from .job_owner import LiveJob, still_runs
 from .liveness import current_owner, owner_alive
 from .query import find_ids
-from .rows import from_json, marks, named_marks, shown_ids, to_iso, to_json, unreadable
+from .rows import from_json, marks, named_marks, readable, shown_ids, to_iso, to_json, unreadable
 from .side_table import RecordTable
+from .spool import append_to_spool
 from .store import (
     DEFAULT_BUSY_TIMEOUT_S,
     RUN_SPOOL_NAME,
     ExecutionRecord,
     LogStore,
-    append_locked,
     transaction,
 )
 
@@ -147,6 +148,29 @@ def link_executions(conn: sqlite3.Connection, run_id: str, execution_ids: Sequen
                      [run_id, turn, *execution_ids])
 
 
+_RUN_OWNER = "CASE WHEN json_valid(run_json) THEN json_extract(run_json, '$.owner') END"
+
+
+def live_runs(conn: sqlite3.Connection, jobs: Sequence[LiveJob]) -> list[LiveJob]:
+    """The agent runs a live process still writes: the `running` ones whose owner still
+    runs, and every run of a process that runs one of `jobs` (a conversation an evaluation
+    has finished is still its work until the item's verdict names it)."""
+    pids = sorted({pid for job in jobs if isinstance(pid := job.owner.get("pid"), int)})
+    rows = conn.execute(
+        f"SELECT id, status, {_RUN_OWNER} FROM agent_runs WHERE status = 'running' "
+        f"OR json_extract({_RUN_OWNER}, '$.pid') IN (SELECT value FROM json_each(?))",
+        (json.dumps(pids),)).fetchall()
+    found = []
+    for run_id, status, text in rows:
+        owner = from_json(text, None)
+        if not isinstance(owner, dict):
+            continue
+        if (status == AgentStatus.RUNNING and still_runs(owner)) or any(
+                job.same_process(owner) for job in jobs):
+            found.append(LiveJob(kind="agent run", id=run_id, owner=owner))
+    return found
+
+
 class AgentLog(RecordTable[AgentRun]):
     """Reads and writes agent runs and turns in the log database of a LogStore.
 
@@ -204,10 +228,9 @@ class AgentLog(RecordTable[AgentRun]):
     def spool(self, run: AgentRun) -> Path:
         """Keep a run the database could not take beside it, to be imported the next time
         the log is opened (as failed execution writes are); where it went."""
-        path = self._path.parent / RUN_SPOOL_NAME
         # ensure_ascii: one line, whatever the text holds
-        append_locked(path, (json.dumps(run.model_dump(mode="json")) + "\n").encode())
-        return path
+        return append_to_spool(self._path, RUN_SPOOL_NAME,
+                               (json.dumps(run.model_dump(mode="json")) + "\n").encode())
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -220,7 +243,7 @@ class AgentLog(RecordTable[AgentRun]):
         where = [*([("status = ?", status)] if status is not None else []),
                  *([("started_at >= ?", to_iso(since))] if since is not None else [])]
         rows = self._newest(_SELECT_RUN, "started_at", where=where, limit=limit)
-        return [_run_from_row(row, []) for row in rows]
+        return readable(rows, lambda row: _run_from_row(row, []))
 
     def turn_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
         if not run_ids:
@@ -235,13 +258,13 @@ class AgentLog(RecordTable[AgentRun]):
         turn_rows = self._run(lambda conn: conn.execute(
             f"SELECT {', '.join(_TURN_COLUMNS)} FROM agent_turns WHERE run_id = ? ORDER BY number",
             (row[0],)).fetchall(), "read")
-        return _run_from_row(row, [_turn_from_row(r) for r in turn_rows])
+        return _run_from_row(row, readable(turn_rows, _turn_from_row))
 
 
 def _run_from_row(row: Sequence[Any], turns: list[AgentTurn]) -> AgentRun:
     r = dict(zip(_RUN_COLUMNS, row, strict=True))
-    extra = from_json(r["run_json"], {}) or {}
     try:
+        extra = from_json(r["run_json"], {}) or {}
         return AgentRun(
             id=r["id"], task=r["task"], protocol=r["protocol"], model=r["model"],
             base_url=r["base_url"], backend=r["backend"], function_set=r["function_set"],
@@ -258,15 +281,18 @@ def _run_from_row(row: Sequence[Any], turns: list[AgentTurn]) -> AgentRun:
 
 def _turn_from_row(row: Sequence[Any]) -> AgentTurn:
     r = dict(zip(_TURN_COLUMNS, row, strict=True))
-    return AgentTurn(
-        number=r["number"], started_at=datetime.fromisoformat(r["started_at"]),
-        messages_sent=from_json(r["messages_sent_json"], []), reply=from_json(r["reply_json"]),
-        response=from_json(r["response_json"]), actions=from_json(r["actions_json"], []),
-        feedback=from_json(r["feedback_json"], []),
-        feedback_messages=from_json(r["feedback_messages_json"], []),
-        notes=from_json(r["notes_json"], []), execution_ids=from_json(r["execution_ids_json"], []),
-        prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-        latency_ms=r["latency_ms"] or 0, retries=r["retries"] or 0, error=from_json(r["error_json"]))
+    try:
+        return AgentTurn(
+            number=r["number"], started_at=datetime.fromisoformat(r["started_at"]),
+            messages_sent=from_json(r["messages_sent_json"], []), reply=from_json(r["reply_json"]),
+            response=from_json(r["response_json"]), actions=from_json(r["actions_json"], []),
+            feedback=from_json(r["feedback_json"], []),
+            feedback_messages=from_json(r["feedback_messages_json"], []),
+            notes=from_json(r["notes_json"], []), execution_ids=from_json(r["execution_ids_json"], []),
+            prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
+            latency_ms=r["latency_ms"] or 0, retries=r["retries"] or 0, error=from_json(r["error_json"]))
+    except (ValueError, TypeError) as exc:  # bad JSON or time: damaged
+        raise unreadable(f"turn {r['number']} of agent run {r['run_id']}", exc) from exc
 
 
 def find_agent_run(store: LogStore, id_or_prefix: str) -> AgentRun | None:

@@ -25,7 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .job_owner import claim, owner_json, owner_of, seen_status
 from .job_status import JobStatus
-from .rows import from_iso, from_json, marks, named_marks, now_iso, to_iso, to_json, unreadable
+from .rows import (
+    from_iso,
+    from_json,
+    marks,
+    named_marks,
+    now_iso,
+    readable,
+    to_iso,
+    to_json,
+    unreadable,
+)
 from .side_table import RecordTable
 
 
@@ -240,7 +250,7 @@ class EvaluationLog(RecordTable[EvaluationRecord]):
             sql += " LIMIT ?"
             params.append(limit)
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
-        return [_item(row) for row in rows]
+        return readable(rows, _item)
 
     def progress(self, evaluation_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(done, correct) for each evaluation."""

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .rows import from_json, named_marks, to_iso, to_json
+from .rows import from_json, named_marks, readable, to_iso, to_json, unreadable
 from .side_table import SideTable
 
 Action = Literal["add", "replace", "remove"]
@@ -134,7 +134,7 @@ class FunctionVersionLog(SideTable):
             sql += " LIMIT ?"
             params.append(limit)
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
-        return [_record(row) for row in reversed(rows)]
+        return readable(reversed(rows), _record)
 
     def latest(self, set_name: str, function: str) -> FunctionVersionRecord | None:
         records = self.history(set_name, function, limit=1)
@@ -173,9 +173,13 @@ def version_key(conn: sqlite3.Connection, version_id: int) -> dict[str, Any] | N
 
 def _record(row: tuple[Any, ...]) -> FunctionVersionRecord:
     r = dict(zip(_COLUMNS, row, strict=True))
-    return FunctionVersionRecord(
-        id=r["id"], changed_at=datetime.fromisoformat(r["changed_at"]), set_name=r["set_name"],
-        function=r["function"], version=r["version"], action=r["action"],
-        author=Author(kind=r["author_kind"], name=r["author"]), note=r["note"],
-        spec=from_json(r["spec_json"]),
-        code_diff=r["code_diff"])
+    try:
+        return FunctionVersionRecord(
+            id=r["id"], changed_at=datetime.fromisoformat(r["changed_at"]), set_name=r["set_name"],
+            function=r["function"], version=r["version"], action=r["action"],
+            author=Author(kind=r["author_kind"], name=r["author"]), note=r["note"],
+            spec=from_json(r["spec_json"]),
+            code_diff=r["code_diff"])
+
+    except (ValueError, TypeError) as exc:  # bad JSON or time: damaged
+        raise unreadable(f"function version {r['id']} ({r['set_name']}.{r['function']})", exc) from exc

@@ -18,6 +18,8 @@ import json
 import sqlite3
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from ..errors import RunnerError
 from .job_status import JobStatus
 from .liveness import current_owner, owner_alive
@@ -87,3 +89,42 @@ def claim(conn: sqlite3.Connection, table: Table, job_id: str) -> None:
                 f"{command} --resume {job_id}")
     conn.execute(f"UPDATE {table} SET status = 'running', owner_json = ?, error_json = 'null', "
                  "finished_at = NULL WHERE id = ?", (owner_json(), job_id))
+
+
+class LiveJob(BaseModel):
+    """A job (or agent run) that a process still runs, or that this machine cannot tell is
+    over (its owner is on another host of a shared disk): maintenance leaves it alone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["evaluation", "training", "agent run"]
+    id: str
+    owner: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"pid {self.owner.get('pid')} on {self.owner.get('host')}"
+
+    def same_process(self, owner: dict[str, Any] | None) -> bool:
+        """Whether `owner` is the process that runs this job (the agent runs of an
+        evaluation are its own)."""
+        return owner is not None and all(owner.get(key) == self.owner.get(key)
+                                         for key in ("host", "pid", "started", "boot_id"))
+
+
+def still_runs(owner: dict[str, Any] | None) -> bool:
+    """Whether an owner may still run its job: alive, or on a host this machine cannot
+    judge (a shared disk), where deleting what it writes would be a guess."""
+    return owner is not None and owner_alive(owner) is not False
+
+
+def live_jobs(conn: sqlite3.Connection, table: Table) -> list[LiveJob]:
+    """The `running` jobs of a table whose owner still runs them. Jobs from before owners
+    were recorded have none: nothing can be running them now."""
+    kind: Literal["evaluation", "training"] = "evaluation" if table == "evaluations" else "training"
+    found = []
+    for job_id, text in conn.execute(f"SELECT id, owner_json FROM {table} WHERE status = 'running'"):
+        owner = owner_of(text)
+        if owner is not None and still_runs(owner):
+            found.append(LiveJob(kind=kind, id=job_id, owner=owner))
+    return found

@@ -25,15 +25,19 @@ always had. What it would replace is the hundred lines below.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from pydantic_core import to_jsonable_python
 
 from ..encodable import encodable
 from ..errors import LogStoreError
+
+logger = logging.getLogger("runner.logs")
+R = TypeVar("R")
 
 # A prefix lookup returns at most this many rows: enough to name a few of the ids an
 # ambiguous prefix fits, and to tell one match from several.
@@ -105,7 +109,40 @@ def shown_ids(ids: Sequence[str], shown: int = 5) -> str:
     return ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
 
 
-def unreadable(what: str, exc: ValueError) -> LogStoreError:
-    """A row whose values do not parse (edited by hand, most likely)."""
-    return LogStoreError(f"{what} in the log database cannot be read: {exc}",
-                         fix="the row was probably edited by hand; fix or delete it")
+class DamagedRowError(LogStoreError):
+    """One row whose values do not parse (damaged, or edited by hand). Named when the row
+    itself is asked for; left out, with a warning, where rows are listed or exported."""
+
+
+def unreadable(what: str, exc: Exception) -> DamagedRowError:
+    """A row whose values do not parse (edited by hand, or damaged)."""
+    return DamagedRowError(
+        f"{what} in the log database is damaged and cannot be read ({type(exc).__name__}: {exc})",
+        fix="`runner logs check` lists every damaged row; fix or delete this one with a SQLite "
+            "tool (`runner logs path` shows the file)")
+
+
+_WARNED: set[str] = set()
+
+
+def readable(rows: Iterable[Any], read: Callable[[Any], R]) -> list[R]:
+    """The records of the rows that parse. A damaged row is left out, with a warning naming
+    it (once per row and process), so that one bad row never hides the others."""
+    records = []
+    for row in rows:
+        try:
+            records.append(read(row))
+        except DamagedRowError as exc:
+            if exc.message not in _WARNED:
+                _WARNED.add(exc.message)
+                logger.warning("skipped: %s (fix: %s)", exc.message, exc.fix)
+    return records
+
+
+def lenient_text(data: bytes) -> str:
+    """How the log's connections decode text: as UTF-8, and bytes that are not (a damaged
+    page) as U+FFFD, so that one damaged value cannot fail a whole query."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")

@@ -12,10 +12,11 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ..errors import LogStoreError, NotFoundError
-from .rows import rows_by_id, shown_ids
+from .faults import log_error
+from .rows import readable, rows_by_id, shown_ids
 from .store import DEFAULT_BUSY_TIMEOUT_S, LogStore, connect, transaction
 
 T = TypeVar("T")
@@ -43,6 +44,14 @@ class SideTable:
         self._timeout = busy_timeout_s
         self._lock = threading.Lock()
 
+    @classmethod
+    def for_reading(cls, path: Path | str | None = None) -> Self:
+        """The table of the log at `path` (the default log when None), read-only when
+        nothing needs writing first (`LogStore.for_reading`): for commands that only read,
+        which then work on a full disk or a read-only mount as well."""
+        with LogStore.for_reading(path) as store:
+            return cls(store)
+
     @property
     def path(self) -> Path:
         return self._path
@@ -55,11 +64,11 @@ class SideTable:
         with self._lock:
             try:
                 conn = connect(self._path, read_only=self._read_only, busy_timeout_s=self._timeout)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
                 raise self._error(verb, exc) from exc
             try:
                 return work(conn)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
                 raise self._error(verb, exc) from exc
             finally:
                 conn.close()
@@ -103,10 +112,10 @@ class SideTable:
             params.append(limit)
         return self._run(lambda conn: conn.execute(sql, params).fetchall(), "read")
 
-    def _error(self, verb: str, exc: sqlite3.Error) -> LogStoreError:
-        return LogStoreError(f"cannot {verb} {self.what} in {self._path}: {exc}",
-                             fix="check that the log database is writable and not locked for "
-                                 "long; `runner logs path` shows where it is")
+    def _error(self, verb: str, exc: BaseException) -> LogStoreError:
+        return log_error(self._path, exc, doing=f"{verb} {self.what}",
+                         fix="check that the log database is writable and not locked for long; "
+                             "`runner logs path` shows where it is")
 
 
 class RecordTable(SideTable, Generic[R]):
@@ -139,4 +148,4 @@ class RecordTable(SideTable, Generic[R]):
     def _pages(self, *, limit: int | None, before: tuple[str, str] | None) -> list[R]:
         """Newest first by creation; with `before` (created_at, id), the ones after it."""
         rows = self._newest(self.select, "created_at", before=before, limit=limit)
-        return [self._record(row) for row in rows]
+        return readable(rows, self._record)

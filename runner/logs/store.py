@@ -9,15 +9,16 @@ Design choices, and why:
 - A result is never lost: if the database write fails for any reason, the record is
   appended to a spool file (`unlogged.jsonl` next to the database) and imported,
   idempotently, the next time a store opens that database. Agent runs have a spool of
-  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it.
+  their own (`unlogged_runs.jsonl`, see `AgentLog.spool`), imported after it. When the
+  spool beside the database cannot be written either (its disk is full), a private
+  directory under the temporary directory takes it (`runner.logs.spool`).
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -35,6 +36,7 @@ from ..errors import ConfigurationError, LogStoreError, NotFoundError
 from ..paths import log_db_path
 from ..types import ExecutionRequest, ExecutionResult, Resources, Status
 from .execution_files import insert_files, load_files, with_files
+from .faults import is_busy, is_damaged, log_error
 from .migrations import (
     MIGRATIONS,
     Migration,
@@ -43,7 +45,8 @@ from .migrations import (
     user_version,
 )
 from .query import ExecutionFilter, count_executions
-from .rows import like_prefix, to_iso, to_json
+from .rows import lenient_text, like_prefix, readable, to_iso, to_json, unreadable
+from .spool import append_locked, append_to_spool, has_bytes, spool_files, take_spool
 
 logger = logging.getLogger("runner.logs")
 
@@ -52,6 +55,8 @@ REJECTED_SPOOL_NAME = "unlogged.rejected.jsonl"
 # Agent runs the database could not take (written whole, as `runner.logs.agent` reads them).
 RUN_SPOOL_NAME = "unlogged_runs.jsonl"
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+# The logs whose search index this process could not update, and said so (once each).
+_INDEX_WARNED: set[Path] = set()
 
 T = TypeVar("T")
 
@@ -112,6 +117,8 @@ class LogStore:
     database already at this runner's schema version.
     """
 
+    _conn: sqlite3.Connection | None  # None once closed (or never opened: `for_writing`)
+
     def __init__(
         self,
         path: Path | str | None = None,
@@ -119,17 +126,28 @@ class LogStore:
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         migrations: Sequence[Migration] = MIGRATIONS,
         read_only: bool = False,
+        keep_index: bool = True,
     ) -> None:
-        self._path = Path(path) if path is not None else log_db_path()
-        self._lock = threading.RLock()
-        self._read_only = read_only
-        self._indexed_up_to = 0  # the search index's mark, as this store last saw it
+        self._state(path, read_only=read_only, keep_index=keep_index)
         if read_only:
-            self._conn: sqlite3.Connection | None = open_read_only(self._path, busy_timeout_s, migrations)
+            self._conn = open_read_only(self._path, busy_timeout_s, migrations)
         else:
             self._conn = _open(self._path, busy_timeout_s, migrations)
             self._import_spool()
             self._index_pending()  # rows a writer that died left out of the search index
+
+    def _state(self, path: Path | str | None, *, read_only: bool, keep_index: bool) -> None:
+        """Everything but the connection."""
+        self._path = Path(path) if path is not None else log_db_path()
+        self._lock = threading.RLock()
+        self._read_only = read_only
+        # A store opened only to read (`for_reading`) leaves the search index as it is:
+        # searches match the rows not yet indexed anyway, and a reader must not warn
+        # that it could not write.
+        self._keep_index = keep_index and not read_only
+        self._unavailable: LogStoreError | None = None  # why `for_writing` could not open it
+        self._indexed_up_to = 0  # the search index's mark, as this store last saw it
+        self._conn = None
 
     @classmethod
     def for_reading(cls, path: Path | str | None = None) -> LogStore:
@@ -140,18 +158,41 @@ class LogStore:
         (a read-only mount), it reads what is there read-only.
         """
         where = Path(path) if path is not None else log_db_path()
-        spooled = any((where.parent / name).exists() for name in (SPOOL_NAME, RUN_SPOOL_NAME))
+        spooled = any(has_bytes(spool) for name in (SPOOL_NAME, RUN_SPOOL_NAME)
+                      for spool in spool_files(where, name))
         if where.exists() and not spooled:
             try:
                 return cls(where, read_only=True)
             except SchemaBehindError:
                 pass  # migrate below
         try:
-            return cls(where)
+            return cls(where, keep_index=False)
         except LogStoreError:
             if not where.exists():
                 raise
             return cls(where, read_only=True)
+
+    @classmethod
+    def for_writing(cls, path: Path | str | None = None) -> LogStore:
+        """A store to log runs to that never stops a run from starting: when the database
+        cannot be opened (a full disk, a read-only directory, a damaged file), a store whose
+        records go to the spool (`spool_path`, imported the next time the log opens; if the
+        spool cannot be written either, a warning names each record lost). Reads from it
+        raise the error that kept it from opening."""
+        try:
+            return cls(path)
+        except LogStoreError as exc:
+            store = cls.__new__(cls)  # not opened: __init__ is what failed
+            store._state(path, read_only=False, keep_index=False)
+            store._unavailable = exc
+            logger.warning("runs go on, but the log cannot be opened: %s (fix: %s)",
+                           exc.message, exc.fix)
+            return store
+
+    @property
+    def unavailable(self) -> LogStoreError | None:
+        """Why this store (from `for_writing`) could not open its database; None if open."""
+        return self._unavailable
 
     @property
     def read_only(self) -> bool:
@@ -172,7 +213,7 @@ class LogStore:
         """Close the connection. Idempotent. Later writes go to the spool, reads raise."""
         with self._lock:
             if self._conn is not None:
-                if not self._read_only:
+                if self._keep_index:
                     self._index_pending()
                 self._conn.close()
                 self._conn = None
@@ -217,7 +258,7 @@ class LogStore:
                         insert_files(conn, request, result)
                 else:
                     seq = conn.execute(_INSERT, row).lastrowid or 0
-                if seq - self._indexed_up_to >= INDEX_BATCH:
+                if self._keep_index and seq - self._indexed_up_to >= INDEX_BATCH:
                     self._index_pending()
             return
         except sqlite3.IntegrityError as exc:
@@ -238,9 +279,13 @@ class LogStore:
         meta: dict[str, Any] | None,
         failure: BaseException,
     ) -> None:
+        if failure is self._unavailable:
+            failure = RuntimeError("the log could not be opened, as said when it was")
+        elif isinstance(failure, LogStoreError):
+            failure = RuntimeError(failure.message)  # its fix is the spool's business here
         try:
             line = _spool_line(request, result, source, meta)
-            append_locked(self.spool_path, line)
+            where = append_to_spool(self._path, SPOOL_NAME, line)
         except Exception as spool_exc:
             logger.warning(
                 "could not log execution %s to %s (%s) nor to %s (%s); the record is lost",
@@ -250,30 +295,29 @@ class LogStore:
         logger.warning(
             "could not log execution %s to %s (%s); saved it to %s, which is imported the "
             "next time the log is opened",
-            result.id, self._path, failure, self.spool_path,
+            result.id, self._path, failure, where,
         )  # fmt: skip
 
     def _import_spool(self) -> None:
-        """Move records spooled by earlier failed writes into the database, then delete the spool.
+        """Move records spooled by earlier failed writes into the database, then delete the
+        spool; from each place a spool may be (`runner.logs.spool`), executions first.
 
         Failures here are logged, not raised: the spool stays and a later open retries.
         """
-        try:
-            lines = _take_spool(self.spool_path, self._insert_spooled)
-        except Exception as exc:
-            logger.warning("could not import %s into %s: %s; will retry on next open", self.spool_path, self._path, exc)
-            return
-        if lines:
-            logger.info("imported %d spooled execution(s) from %s", lines, self.spool_path)
-        runs_path = self._path.parent / RUN_SPOOL_NAME
-        try:
-            runs = _take_spool(runs_path, self._insert_spooled_runs)
-        except Exception as exc:
-            logger.warning("could not import %s into %s: %s; will retry on next open", runs_path,
-                           self._path, exc)
-            return
-        if runs:
-            logger.info("imported %d spooled agent run(s) from %s", runs, runs_path)
+        for name, insert, what in ((SPOOL_NAME, self._insert_spooled, "execution(s)"),
+                                   (RUN_SPOOL_NAME, self._insert_spooled_runs, "agent run(s)")):
+            for path in spool_files(self._path, name):
+                try:
+                    count = take_spool(path, insert)
+                except Exception as exc:
+                    logger.warning("could not import %s into %s: %s; will retry on next open",
+                                   path, self._path, exc)
+                    return
+                if count:
+                    logger.info("imported %d spooled %s from %s", count, what, path)
+                if path.parent != self._path.parent:  # a fallback place: leave nothing behind
+                    with contextlib.suppress(OSError):
+                        path.parent.rmdir()
 
     def _insert_spooled_runs(self, lines: list[bytes]) -> int:
         from .agent import import_spooled_runs  # the agent log builds on this module
@@ -323,14 +367,22 @@ class LogStore:
 
     def _index_pending(self) -> None:
         """Bring the search index up to the last row (see `index_pending`). A failure costs
-        a warning: the rows are logged, and searches still match rows not yet indexed."""
+        a warning: the rows are logged, and searches still match rows not yet indexed.
+        A store opened to read leaves the index to the next writer."""
+        if not self._keep_index:
+            return
         with self._lock:
             conn = self._connection()
             try:
                 with transaction(conn):
                     self._indexed_up_to = index_pending(conn)
             except sqlite3.Error as exc:
-                logger.warning("could not update the search index of %s: %s", self._path, exc)
+                # Once per log and process: every later write would fail the same way, and
+                # the rows themselves are logged.
+                if self._path not in _INDEX_WARNED:
+                    _INDEX_WARNED.add(self._path)
+                    logger.warning("%s; searches still find the rows not yet indexed",
+                                   log_error(self._path, exc, doing="update the search index").message)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -384,7 +436,7 @@ class LogStore:
             params = [*found.params, *([limit] if limit is not None else [])]
             return conn.execute(sql + (" LIMIT ?" if limit is not None else ""), params).fetchall()
 
-        return [_from_row(row) for row in self.read(rows)]
+        return readable(self.read(rows), _from_row)
 
     def iter_executions(self, where: ExecutionFilter, *, batch: int = 500) -> Iterator[ExecutionRecord]:
         """Every matching execution, oldest first, read in batches (for exports)."""
@@ -400,7 +452,7 @@ class LogStore:
                 extra = list(last)
             rows = self._query(f"{_SELECT}{clause} ORDER BY started_at, id LIMIT ?",
                                [*params, *extra, batch])
-            yield from self._with_files([_from_row(row) for row in rows])
+            yield from self._with_files(readable(rows, _from_row))
             if len(rows) < batch:
                 return
             last = (rows[-1][1], rows[-1][0])
@@ -423,11 +475,10 @@ class LogStore:
             conn = self._connection()
             try:
                 return work(conn)
-            except sqlite3.Error as exc:
-                raise LogStoreError(
-                    f"cannot read the log database {self._path}: {exc}",
-                    fix="retry; if it persists, check the file with `sqlite3 <path> 'PRAGMA integrity_check'`",
-                ) from exc
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise log_error(self._path, exc, doing="read the log database",
+                                fix="retry; if it persists, check the file with `runner logs check`",
+                                ) from exc
 
     def write(self, work: Callable[[sqlite3.Connection], T], *, verb: str = "write to") -> T:
         """Run `work` in one transaction (all or nothing) on the store's connection."""
@@ -439,11 +490,10 @@ class LogStore:
             try:
                 with transaction(conn):
                     return work(conn)
-            except sqlite3.Error as exc:
-                raise LogStoreError(
-                    f"cannot {verb} the log database {self._path}: {exc}",
-                    fix="check that the file is writable and not locked for long by another process",
-                ) from exc
+            except (sqlite3.Error, UnicodeDecodeError, OSError) as exc:
+                raise log_error(self._path, exc, doing=f"{verb} the log database",
+                                fix="check that the file is writable and not locked for long by "
+                                    "another process") from exc
 
     # -- internals -------------------------------------------------------------------
 
@@ -463,6 +513,8 @@ class LogStore:
         return self.read(lambda conn: conn.execute(sql, params).fetchall())
 
     def _connection(self) -> sqlite3.Connection:
+        if self._unavailable is not None:
+            raise self._unavailable
         if self._conn is None:
             raise LogStoreError(f"the log store for {self._path} is closed", fix="open a new LogStore")
         return self._conn
@@ -479,22 +531,22 @@ def _open(path: Path, busy_timeout_s: float, migrations: Sequence[Migration]) ->
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LogStoreError(
-            f"cannot create the directory for {path}: {exc}",
-            fix="check the directory's permissions, or set RUNNER_HOME to a writable directory",
-        ) from exc
+        raise log_error(path, exc, doing="create the directory of the log database",
+                        fix="check the directory's permissions, or set RUNNER_HOME to a "
+                            "writable directory") from exc
     conn: sqlite3.Connection | None = None
     try:
         # isolation_level=None: autocommit, so transactions are exactly the BEGINs we write.
         conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                                check_same_thread=False, factory=EncodableConnection)
+        conn.text_factory = lenient_text
         _configure(conn, path, busy_timeout_s)
         apply_migrations(conn, path, migrations)
         return conn
     except BaseException as exc:
         if conn is not None:
             conn.close()
-        if isinstance(exc, sqlite3.Error):
+        if isinstance(exc, (sqlite3.Error, UnicodeDecodeError)):  # damaged schema text: the latter
             raise _open_error(path, exc) from exc
         raise
 
@@ -517,7 +569,7 @@ def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
                             fix="nothing has been logged there yet; check RUNNER_HOME "
                                 "(`runner logs path` shows where the log is)")
     uri = path.resolve().as_uri()
-    last_error: sqlite3.Error | None = None
+    last_error: sqlite3.Error | UnicodeDecodeError | None = None
     for options in ("mode=ro", "mode=ro&immutable=1"):
         wal = path.with_name(path.name + "-wal")
         if "immutable" in options and wal.is_file() and wal.stat().st_size > 0:
@@ -530,14 +582,18 @@ def open_read_only(path: Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         try:
             conn = sqlite3.connect(f"{uri}?{options}", uri=True, timeout=busy_timeout_s,
                                    isolation_level=None, check_same_thread=False)
+            conn.text_factory = lenient_text
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA query_only = ON")
             version = user_version(conn)  # the first read: fails here if the WAL index cannot open
-        except sqlite3.Error as exc:
+            # The schema is parsed at the first statement that names a table: damaged, it
+            # fails here, where the error can name the file, not in the middle of a page.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             if conn is not None:
                 conn.close()
             last_error = exc
-            if _is_busy(exc) or "not a database" in str(exc):
+            if isinstance(exc, UnicodeDecodeError) or _is_busy(exc) or is_damaged(exc):
                 break
             continue
         latest = latest_version(migrations)
@@ -593,6 +649,7 @@ def connect(path: Path, *, read_only: bool, busy_timeout_s: float = DEFAULT_BUSY
         return open_read_only(path, busy_timeout_s)
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                            factory=EncodableConnection)
+    conn.text_factory = lenient_text
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -634,26 +691,11 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> str:
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+    return is_busy(exc)
 
 
-def _open_error(path: Path, exc: sqlite3.Error) -> LogStoreError:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "not a database" in str(exc):
-        return LogStoreError(
-            f"{path} is not a SQLite database or is corrupt ({exc})",
-            fix=f"move it away (e.g. mv {path} {path}.bad) or set RUNNER_HOME to another directory",
-        )
-    if _is_busy(exc):
-        return LogStoreError(
-            f"{path} is locked by another process ({exc})",
-            fix="retry when the other runner process is done, or set RUNNER_HOME to another directory",
-        )
-    return LogStoreError(
-        f"cannot open the log database {path} ({exc})",
-        fix="check that the file and its directory are writable, or set RUNNER_HOME to another directory",
-    )
+def _open_error(path: Path, exc: BaseException) -> LogStoreError:
+    return log_error(path, exc, doing="open the log database")
 
 
 class transaction:
@@ -771,11 +813,8 @@ def _from_row(row: Sequence[Any]) -> ExecutionRecord:
         return ExecutionRecord(request=ExecutionRequest.model_validate(request),
                                result=ExecutionResult.model_validate(result),
                                source=r["source"], meta=json.loads(r["meta_json"]))
-    except (ValueError, ValidationError) as exc:  # json and enum errors are ValueErrors
-        raise LogStoreError(
-            f"execution {r['id']} in the log database cannot be read: {exc}",
-            fix="the row was probably edited by hand; fix or delete it with a SQLite tool",
-        ) from exc
+    except (ValueError, ValidationError, TypeError) as exc:  # json and enum errors are ValueErrors
+        raise unreadable(f"execution {r['id']}", exc) from exc
 
 
 def insert_records(conn: sqlite3.Connection, records: Iterable[ExecutionRecord]) -> int:
@@ -849,58 +888,3 @@ def _record_from_spool(line: bytes) -> ExecutionRecord:
 
 def _ends_with_newline(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
-
-
-def append_locked(path: Path, data: bytes) -> None:
-    """Append under an exclusive flock, to the file currently at `path`.
-
-    The importer deletes the spool while holding the same lock, so after taking the
-    lock we check that our descriptor still is the file at `path`; if not, the bytes
-    would land in a deleted file, so reopen and try again.
-    """
-    while True:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if not _same_file(fd, path):
-                continue
-            _write_all(fd, data)
-            os.fsync(fd)
-            return
-        finally:
-            os.close(fd)  # also releases the lock
-
-
-def _take_spool(path: Path, insert: Callable[[list[bytes]], int]) -> int:
-    """Read the spool under its lock, hand the lines to `insert`, and delete it on success."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return 0
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if not _same_file(fd, path):
-            return 0  # another process imported and deleted it while we waited
-        with os.fdopen(os.dup(fd), "rb") as spool:
-            lines = [line for line in spool if line.strip()]
-        count = insert(lines)
-        os.unlink(path)
-        return count
-    finally:
-        os.close(fd)
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        on_disk = os.stat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (on_disk.st_dev, on_disk.st_ino)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .job_owner import claim, owner_json, owner_of, seen_status
 from .job_status import JobStatus
-from .rows import from_iso, from_json, named_marks, now_iso, to_iso, to_json, unreadable
+from .rows import from_iso, from_json, named_marks, now_iso, readable, to_iso, to_json, unreadable
 from .side_table import RecordTable
 
 
@@ -245,7 +245,7 @@ class TrainingLog(RecordTable[TrainingRecord]):
         rows = self._run(lambda conn: conn.execute(
             f"SELECT {', '.join(_EPOCH_COLUMNS)} FROM training_epochs WHERE "
             "training_id = ? ORDER BY epoch", (training_id,)).fetchall(), "read")
-        return [_epoch(row) for row in rows]
+        return readable(rows, _epoch)
 
     def actions(self, training_id: str, epoch: int | None = None) -> builtins.list[ActionRecord]:
         sql = (f"SELECT {', '.join(_ACTION_COLUMNS)} FROM training_actions WHERE "
@@ -255,7 +255,7 @@ class TrainingLog(RecordTable[TrainingRecord]):
             sql += " AND epoch = ?"
             params.append(epoch)
         rows = self._run(lambda conn: conn.execute(sql + " ORDER BY id", params).fetchall(), "read")
-        return [_action(row) for row in rows]
+        return readable(rows, _action)
 
     def for_evaluation(self, evaluation_id: str) -> tuple[str, int] | None:
         """(training, epoch) that an evaluation measured, if it was a training's."""
@@ -363,20 +363,26 @@ def _training_row(row: Sequence[Any]) -> TrainingRecord:
 
 def _epoch(row: Sequence[Any]) -> EpochRecord:
     r = dict(zip(_EPOCH_COLUMNS, row, strict=True))
-    return EpochRecord(
-        training_id=r["training_id"], epoch=r["epoch"], status=r["status"],
-        started_at=datetime.fromisoformat(r["started_at"]), finished_at=from_iso(r["finished_at"]),
-        functions=from_json(r["functions_json"], {}) or {}, step_end=r["step_end"],
-        evaluation_id=r["evaluation_id"], correct=r["correct"], total=r["total"],
-        success_rate=r["success_rate"], outcome=r["outcome"])
+    try:
+        return EpochRecord(
+            training_id=r["training_id"], epoch=r["epoch"], status=r["status"],
+            started_at=datetime.fromisoformat(r["started_at"]), finished_at=from_iso(r["finished_at"]),
+            functions=from_json(r["functions_json"], {}) or {}, step_end=r["step_end"],
+            evaluation_id=r["evaluation_id"], correct=r["correct"], total=r["total"],
+            success_rate=r["success_rate"], outcome=r["outcome"])
+    except (ValueError, TypeError) as exc:  # bad JSON or time: damaged
+        raise unreadable(f"epoch {r['epoch']} of training {r['training_id']}", exc) from exc
 
 
 def _action(row: Sequence[Any]) -> ActionRecord:
     r = dict(zip(_ACTION_COLUMNS, row, strict=True))
-    return ActionRecord(
-        id=r["id"], training_id=r["training_id"], epoch=r["epoch"],
-        created_at=datetime.fromisoformat(r["created_at"]), agent_run_id=r["agent_run_id"],
-        agent_turn=r["agent_turn"], outcome=r["outcome"], action=r["action"],
-        function=r["function"], code=r["code"], reason=r["reason"] or "",
-        spec=from_json(r["spec_json"]), arguments=from_json(r["arguments_json"]),
-        function_version_id=r["function_version_id"], rolled_back=bool(r["rolled_back"]))
+    try:
+        return ActionRecord(
+            id=r["id"], training_id=r["training_id"], epoch=r["epoch"],
+            created_at=datetime.fromisoformat(r["created_at"]), agent_run_id=r["agent_run_id"],
+            agent_turn=r["agent_turn"], outcome=r["outcome"], action=r["action"],
+            function=r["function"], code=r["code"], reason=r["reason"] or "",
+            spec=from_json(r["spec_json"]), arguments=from_json(r["arguments_json"]),
+            function_version_id=r["function_version_id"], rolled_back=bool(r["rolled_back"]))
+    except (ValueError, TypeError) as exc:  # bad JSON or time: damaged
+        raise unreadable(f"action {r['id']} of training {r['training_id']}", exc) from exc

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.run import AgentRun, AgentStatus
 from ..backends.base import DEFAULT_BACKEND
-from ..errors import ConfigurationError, LLMError, RunLostError, RunnerError
+from ..errors import ConfigurationError, LLMError, LogStoreError, RunLostError, RunnerError
 from ..functions import FunctionSet
 from ..ids import new_id
 from ..logs.agent import AgentLog
@@ -274,7 +274,7 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
 def evaluation_report(evaluation_id: str, *,
                       log_store: LogStore | Path | str | None = None) -> EvaluationReport:
     """The report of an evaluation as it stands (finished or not)."""
-    with opened_store(log_store) as store:
+    with opened_store(log_store, read_only=True) as store:
         evaluations = EvaluationLog(store)
         record = evaluations.get(evaluation_id)
         return build_report(record, evaluations.summary(record.id))
@@ -350,12 +350,27 @@ def _run(record: EvaluationRecord, settings: _Settings, llm: ChatModel, store: L
         raise JobInterrupted(build_report(final, evaluations.summary(record.id))) from exc
     except RunnerError as exc:  # the sandbox or the checker could not be had
         status, error = JobStatus.INTERRUPTED, error_dict(exc)
-    if error is not None:
-        error = {**error, "resume": f"runner math eval --resume {record.id}"}
-    evaluations.set_status(record.id, status, error=error)
-    final = evaluations.get(record.id)
+    final = _record_end(evaluations, record.id, status, error)
     listener.finished(final)
     return build_report(final, evaluations.summary(record.id))
+
+
+def _record_end(evaluations: EvaluationLog, evaluation_id: str, status: JobStatus,
+                error: dict[str, Any] | None) -> EvaluationRecord:
+    """Write how the evaluation ended and read it back. A log that cannot take this write
+    (its disk filled up) does not hide the ending: the evaluation stops, reported as
+    interrupted with that error and how to resume; the log keeps it `running`, which
+    reads as `interrupted` once this process is gone."""
+    resume = f"runner math eval --resume {evaluation_id}"
+    if error is not None:
+        error = {**error, "resume": resume}
+    try:
+        evaluations.set_status(evaluation_id, status, error=error)
+    except LogStoreError as exc:
+        status = JobStatus.INTERRUPTED
+        error = error or {**error_dict(exc), "resume": resume}
+        return evaluations.get(evaluation_id).model_copy(update={"status": status, "error": error})
+    return evaluations.get(evaluation_id)
 
 
 def _record_interrupted(evaluations: EvaluationLog, evaluation_id: str) -> None:

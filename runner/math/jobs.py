@@ -37,13 +37,15 @@ class Stop(Exception):
 
 
 @contextmanager
-def opened_store(log_store: LogStore | Path | str | None) -> Iterator[LogStore]:
+def opened_store(log_store: LogStore | Path | str | None, *, read_only: bool = False
+                 ) -> Iterator[LogStore]:
     """The store given, or one opened on the path given (the default log when None) and
-    closed on the way out."""
+    closed on the way out; `read_only` for reports, which then read a log on a full disk
+    or a read-only mount too (`LogStore.for_reading`)."""
     if isinstance(log_store, LogStore):
         yield log_store
         return
-    store = LogStore(log_store)
+    store = LogStore.for_reading(log_store) if read_only else LogStore(log_store)
     try:
         yield store
     finally:

@@ -337,7 +337,7 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
 def training_report(training_id: str, *,
                     log_store: LogStore | Path | str | None = None) -> TrainingReport:
     """The report of a training as it stands (finished or not)."""
-    with opened_store(log_store) as store:
+    with opened_store(log_store, read_only=True) as store:
         log = TrainingLog(store)
         return build_training_report(log, log.get(training_id))
 
