@@ -44,8 +44,10 @@ print(json.dumps({
 }))
 """
 
+# (MPLBACKEND: the headless backend that saves plt.show()'s figures, set by the worker)
 ALLOWED_ENV = {"HOME", "TMPDIR", "PATH", "LANG", "HOSTNAME", "PYTHONDONTWRITEBYTECODE",
-               "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MALLOC_ARENA_MAX"}
+               "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MALLOC_ARENA_MAX",
+               "MPLBACKEND"}
 
 
 @dataclass
