@@ -862,7 +862,7 @@ def _first_package_run(package: str) -> tuple[ExecutionResult, float]:
 def test_package_from_the_index_is_installed_then_reused(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNNER_HOME", str(tmp_path))  # a cold cache, whatever ran before
     before = len(our_containers())
-    first, cold = _first_package_run("tabulate")
+    first, _ = _first_package_run("tabulate")
     assert_status(first, Status.OK)
     version, path = first.stdout.split()
     assert first.packages == {"tabulate": version}, _describe(first)
@@ -871,11 +871,13 @@ def test_package_from_the_index_is_installed_then_reused(monkeypatch, tmp_path):
     assert len(envs) == 1, envs
     built = (envs[0] / ".complete").stat().st_mtime_ns
 
-    second, warm = _first_package_run("tabulate")
+    second, _ = _first_package_run("tabulate")
     assert_status(second, Status.OK)
     assert second.stdout == first.stdout and second.packages == first.packages, _describe(second)
+    # Reused, not rebuilt: the environment's completion mark is the first build's. (The
+    # times are not compared: on a loaded machine the second run's own start can cost as
+    # much as a small install.)
     assert (envs[0] / ".complete").stat().st_mtime_ns == built, "the environment was rebuilt"
-    assert cold >= 3 * warm, f"first use {cold:.2f} s, second {warm:.2f} s: the cache did not help"
     assert len(our_containers()) == before
 
 
