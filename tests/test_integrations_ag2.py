@@ -103,9 +103,13 @@ def test_timeout_follows_ag2s_convention(sandbox):
 
 
 def test_other_languages_get_a_refusal_the_model_can_act_on(executor):
+    # (the fixture's tier, the restricted one, starts no program: a shell block is refused
+    # with what to write instead; on Docker it runs, see the shell test below)
     result = executor.execute_code_blocks([python("echo 'hello world!'", "bash")])
     assert result.exit_code == 1 and result.execution_ids == []
-    assert result.output.startswith("unknown language bash") and "```python" in result.output
+    assert result.output.startswith("bash blocks do not run here") and "```python" in result.output
+    other = executor.execute_code_blocks([python("console.log(1)", "javascript")])
+    assert other.exit_code == 1 and other.output.startswith("unknown language javascript")
 
 
 def test_conversable_agent_round_trip(executor):

@@ -72,7 +72,7 @@ def test_single_several_state_and_restart(sandbox):
             result = await execute(executor, "print(a)")
             assert result.exit_code == 1 and "NameError" in result.output
             result = await execute(executor, "echo 'hello world!'", language="sh")
-            assert result.exit_code == 1 and result.output.startswith("unknown language sh")
+            assert result.exit_code == 1 and result.output.startswith("sh blocks do not run here")
 
     run(scenario())
 
