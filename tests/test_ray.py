@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -363,6 +364,17 @@ def test_a_client_server_that_cannot_set_up_the_client_is_tried_again_then_named
         # No time at all for the client's own server: every connection fails this way.
         with LocalCluster(temp, nodes=1, env={"RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "0"}
                           ) as cluster:
+            # On a loaded machine the client proxy may not listen yet ("Connection refused",
+            # said as such): wait for its port, so the failure tested is the hand-over's.
+            host, port = cluster.client_address.removeprefix("ray://").rsplit(":", 1)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection((host, int(port)), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the client proxy never listened"
+                    time.sleep(0.2)
             result = subprocess.run(
                 [sys.executable, "-m", "runner", "exec", "-", "--backend", "ray",
                  "--ray-address", cluster.client_address], input="print(1)",
