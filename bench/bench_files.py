@@ -24,7 +24,7 @@ import tempfile
 from typing import Any
 
 from bench_restricted import PACE_S
-from ratios import Row, median_seconds, paced_by, report
+from ratios import Row, median_seconds, paced_by, private_runner_home, report
 
 MIB = 1024 * 1024
 ROUND_TRIP = ("data = open('in.bin', 'rb').read()\n"
@@ -112,14 +112,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    home = None
-    if not os.environ.get("RUNNER_HOME"):  # (see bench_jail.py: never the user's log)
-        home = os.environ["RUNNER_HOME"] = tempfile.mkdtemp(prefix="runner-bench-")
-    try:
+    with private_runner_home():  # never the user's log store
         rows = measure(args.runs)
-    finally:
-        if home is not None:
-            shutil.rmtree(home, ignore_errors=True)
     return 1 if report(rows) else 0
 
 

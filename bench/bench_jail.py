@@ -23,15 +23,12 @@ Prints one line per benchmark and exits non-zero if a target is missed.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
 from bench_restricted import CALL_LOOP, CPU_LOOP, PACE_S, fresh_python, plain_exec
-from ratios import Row, fork_floor_seconds, median_seconds, paced_by, report
+from ratios import Row, fork_floor_seconds, median_seconds, paced_by, private_runner_home, report
 
 NUMPY_SNIPPET = "import numpy as np\nprint(np.arange(10).sum())\n"
 NUMPY_FRESH = "import numpy\nprint(numpy.arange(10).sum())\n"
@@ -106,19 +103,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    # A RUNNER_HOME given by the caller is used (and kept); otherwise a temporary one, so
-    # the benchmark's logged runs never land in the user's log store. Unset and empty alike:
-    # runner reads an empty RUNNER_HOME as unset (the user's data directory), which
-    # setdefault would let through. Set before runner is imported; removed at the end, once
-    # every worker is gone.
-    home = None
-    if not os.environ.get("RUNNER_HOME"):
-        home = os.environ["RUNNER_HOME"] = tempfile.mkdtemp(prefix="runner-bench-")
-    try:
+    with private_runner_home():  # never the user's log store
         rows = measure(args.runs)
-    finally:
-        if home is not None:
-            shutil.rmtree(home, ignore_errors=True)
     missed = report(rows)
     return 1 if missed else 0
 

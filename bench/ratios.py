@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import statistics
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 # (name, sandbox seconds, baseline seconds, target ratio or None for information, baseline)
 Row = tuple[str, float, float, "float | None", str]
@@ -62,3 +66,20 @@ def report(rows: Sequence[Row]) -> int:
         print(f"{name:<{width}} {value * 1000:>8.1f}ms {base * 1000:>8.1f}ms {ratio:>7.3f} "
               f"{shown:>7}  {base_name} {verdict}".rstrip())
     return missed
+
+
+@contextlib.contextmanager
+def private_runner_home() -> Iterator[None]:
+    """A RUNNER_HOME given by the caller is used (and kept); otherwise a temporary one, so a
+    benchmark's logged runs never land in the user's log store. Unset and empty alike:
+    runner reads an empty RUNNER_HOME as unset (the user's data directory), which
+    setdefault would let through. Set before runner is imported; removed at the end, once
+    every worker is gone."""
+    home = None
+    if not os.environ.get("RUNNER_HOME"):
+        home = os.environ["RUNNER_HOME"] = tempfile.mkdtemp(prefix="runner-bench-")
+    try:
+        yield
+    finally:
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
