@@ -29,7 +29,7 @@ from .cli_options import (
 from .cli_output import RAW_HELP, Printer
 from .errors import RunnerError
 from .logs.execution_text import render_files, status_label
-from .stopping import RunInterrupted
+from .stopping import RunInterrupted, stop_on_sigterm, stopped_by
 from .terminal import json_text
 from .terminal import status as status_text
 from .types import ExecutionResult, Limits, Status
@@ -45,7 +45,8 @@ def _fail(exc: RunnerError) -> None:
 
 class _Group(click.Group):
     """Turns RunnerError into a clear message and exit status 1 for every command, and
-    Ctrl-C into exit status 130 (what a shell reports for SIGINT) without a traceback."""
+    Ctrl-C into exit status 130 (what a shell reports for SIGINT) without a traceback;
+    SIGTERM is taken as Ctrl-C (`runner.stopping.stop_on_sigterm`), exit status 130 too."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -53,7 +54,7 @@ class _Group(click.Group):
         except RunnerError as exc:
             _fail(exc)
         except KeyboardInterrupt:
-            click.echo("runner: interrupted (Ctrl-C); what ran so far is in the log "
+            click.echo(f"runner: interrupted ({stopped_by()}); what ran so far is in the log "
                        "(runner logs list)", err=True)
             sys.exit(130)
 
@@ -62,6 +63,9 @@ class _Group(click.Group):
 @click.version_option(version=__version__, prog_name="runner")
 def main() -> None:
     """Run model-written Python in a sandbox, with limits, and review what ran."""
+    # systemd, timeout(1), Kubernetes and Ray stop a process with SIGTERM: every command
+    # stops then as on Ctrl-C (the run logged, the JSON printed, containers removed).
+    stop_on_sigterm()
     _encodable_output()
     _say_installs()
 
@@ -174,7 +178,8 @@ def exec_command(source: str, backend: str, timeout_s: float | None, memory_mb: 
             result = sandbox.run(code, limits=limits, packages=packages, files=files)
         except RunInterrupted as stopped:
             _print_ending(stopped.result, as_json=as_json, raw=raw)
-            click.echo(f"runner: interrupted (Ctrl-C); the run is logged as {stopped.result.id}",
+            click.echo(f"runner: interrupted ({stopped_by()}); the run is logged as "
+                       f"{stopped.result.id}",
                        err=True)
             sys.exit(130)
     _print_ending(result, as_json=as_json, raw=raw)
@@ -352,7 +357,8 @@ def call_command(path: str, name: str, arguments_text: str, backend: str,
             result = sandbox.call(function_set, name, arguments, files=files)
         except RunInterrupted as stopped:
             _print_ending(stopped.result, as_json=as_json, raw=raw)
-            click.echo(f"runner: interrupted (Ctrl-C); the call is logged as {stopped.result.id}",
+            click.echo(f"runner: interrupted ({stopped_by()}); the call is logged as "
+                       f"{stopped.result.id}",
                        err=True)
             sys.exit(130)
     _print_ending(result, as_json=as_json, raw=raw, show_return=True)

@@ -30,6 +30,7 @@ from .cli_options import (
     write_out,
 )
 from .cli_output import RAW_HELP, Printer
+from .stopping import stopped_by
 from .terminal import json_text, sanitize_for_terminal
 from .terminal import status as status_text
 from .types import Limits
@@ -122,7 +123,7 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
                 click.echo(json_text(stopped.summary_dict()), color=True)
             else:
                 _print_ending(stopped, Printer(raw=raw))
-            click.echo("runner: interrupted (Ctrl-C)", err=True)
+            click.echo(f"runner: interrupted ({stopped_by()})", err=True)
             sys.exit(130)
     if as_json:
         click.echo(json_text(run.summary_dict()), color=True)

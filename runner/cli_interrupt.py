@@ -6,7 +6,8 @@ the model requests in flight, and raises a KeyboardInterrupt that carries the re
 (`runner.stopping`), which the command prints (with `--json`, its one JSON object) with
 the command that resumes it. It says so at once, and that a second Ctrl-C quits at once:
 the second one prints what the command knows so far (the job's id and how to resume it)
-and ends the process there, exit status 130, without waiting for anything.
+and ends the process there, exit status 130, without waiting for anything. SIGTERM is
+taken as Ctrl-C (`runner.stopping.stop_on_sigterm`), exit status 130 too.
 """
 
 from __future__ import annotations
@@ -23,14 +24,25 @@ from typing import Any, NoReturn
 
 import click
 
+from .stopping import note_stop, stopped_by, stops_on_sigterm
+
 
 @contextmanager
 def ctrl_c(what: str, on_quit: Callable[[], None]) -> Iterator[None]:
     """Within the block, Ctrl-C stops `what` (the first time) or quits (the second time,
-    after `on_quit` has printed what it can)."""
+    after `on_quit` has printed what it can). SIGTERM does the same when
+    `runner.stopping.stop_on_sigterm` is in force (the `runner` command puts it in force).
+
+    A SIGINT the process inherited as ignored (a job started with `&` by a non-interactive
+    shell, `nohup`) stays ignored: that shell means Ctrl-C in its terminal for the command in
+    the foreground, not for this one; such a job is stopped with SIGTERM (`kill`), which
+    stops it as cleanly."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; Ctrl-C stays as it is
         return
+    signals = [signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else []
+    if stops_on_sigterm():
+        signals.append(signal.SIGTERM)
 
     def second(signum: int, frame: FrameType | None) -> None:
         try:
@@ -42,15 +54,19 @@ def ctrl_c(what: str, on_quit: Callable[[], None]) -> Iterator[None]:
             os._exit(130)
 
     def first(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signal.SIGINT, second)
-        click.echo(f"runner: stopping {what} (Ctrl-C again to quit at once)", err=True)
+        note_stop(signum)
+        for each in signals:
+            signal.signal(each, second)
+        again = "Ctrl-C again" if signum == signal.SIGINT else "SIGTERM; Ctrl-C or SIGTERM again"
+        click.echo(f"runner: stopping {what} ({again} to quit at once)", err=True)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, first)
+    previous = {each: signal.signal(each, first) for each in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for each, handler in previous.items():
+            signal.signal(each, handler)
 
 
 class JobStopping:
@@ -73,7 +89,7 @@ class JobStopping:
         self.printed = True
         print_report(report, self.as_json)
         resume = self.resume()
-        click.echo("runner: interrupted (Ctrl-C)"
+        click.echo(f"runner: interrupted ({stopped_by()})"
                    + (f"; continue with: {resume}" if resume else ""), err=True)
         sys.exit(130)
 
@@ -91,5 +107,5 @@ class JobStopping:
 
     def interrupted_early(self) -> NoReturn:
         """Ctrl-C before the library had a job to record (while it checked the server, say)."""
-        self.quit("interrupted (Ctrl-C)")
+        self.quit(f"interrupted ({stopped_by()})")
         sys.exit(130)

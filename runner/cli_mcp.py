@@ -7,6 +7,11 @@ at http://HOST:PORT/mcp, on loopback unless told otherwise, with a token off loo
 
 from __future__ import annotations
 
+import os
+import sys
+from contextlib import suppress
+from typing import NoReturn
+
 import click
 
 from .backends.base import DEFAULT_BACKEND
@@ -14,6 +19,7 @@ from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .errors import ConfigurationError
 from .integrations.mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS  # (needs no mcp package)
+from .stopping import stopped_by
 from .types import Limits
 
 
@@ -62,12 +68,32 @@ def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None
     # Reading a file changes no function, so nothing goes to the function history.
     functions = FunctionSet.load(functions_path, log_store=False) if functions_path else None
     limits = Limits().with_overrides(timeout_s=timeout_s, memory_mb=memory_mb)
-    with Sandbox(backend=backend, source="mcp", limits=limits, **options) as sandbox:
-        state = RunnerMCP(sandbox, functions, max_sessions=max_sessions, session_idle_s=session_idle_s)
-        try:
-            if use_http:
-                serve_http(state, host=host, port=port, announce=lambda line: click.echo(line, err=True))
-            else:
-                serve_stdio(state)
-        finally:
-            state.close()
+    try:
+        with Sandbox(backend=backend, source="mcp", limits=limits, **options) as sandbox:
+            state = RunnerMCP(sandbox, functions, max_sessions=max_sessions,
+                              session_idle_s=session_idle_s)
+            try:
+                if use_http:
+                    serve_http(state, host=host, port=port,
+                               announce=lambda line: click.echo(line, err=True))
+                else:
+                    serve_stdio(state)
+            finally:
+                state.close()
+    except KeyboardInterrupt:
+        if use_http:
+            raise  # reported as every command's Ctrl-C
+        _stopped_on_stdio()
+
+
+def _stopped_on_stdio() -> NoReturn:
+    """Ctrl-C or SIGTERM stopped the stdio server, its runs logged and its sandbox closed.
+    The thread reading the client's standard input is blocked in a read that no signal
+    wakes (and exiting normally waits for it until the client closes the pipe): the
+    process ends here instead."""
+    click.echo(f"runner: interrupted ({stopped_by()}); what ran so far is in the log "
+               "(runner logs list --source mcp)", err=True)
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(130)

@@ -31,7 +31,7 @@ from .cancellation import Cancellation
 from .errors import ConfigurationError, SandboxClosedError
 from .files import input_files
 from .ids import new_id
-from .stopping import RunInterrupted
+from .stopping import RunInterrupted, stopped_by
 from .types import ErrorInfo, ExecutionResult, InputFile, Limits, Status
 from .worker import error_types
 
@@ -161,5 +161,5 @@ def interrupted_result(run_id: str, backend: str, limits: Limits, started: float
         started_at=datetime.now(timezone.utc) - timedelta(seconds=elapsed),
         duration_ms=round(elapsed * 1000),
         error=ErrorInfo(type=error_types.INTERRUPTED, message=(
-            "the caller was interrupted (Ctrl-C) while this ran; its output and result were "
-            "not collected")))
+            f"the caller was interrupted ({stopped_by()}) while this ran; its output and result "
+            "were not collected")))

@@ -65,6 +65,7 @@ from ..logs.agent import AgentLog
 from ..logs.store import LogStore
 from ..ranges import Range, require
 from ..sandbox import Sandbox
+from ..stopping import stopped_by
 from ..types import ExecutionResult, InputFile, Limits, Status
 from . import feedback
 from .actions import AnswerAction, CallAction, CodeAction, ParsedReply, StopAction
@@ -216,7 +217,7 @@ class _Conversation:
         except BaseException as exc:  # KeyboardInterrupt (Ctrl-C), SystemExit
             stopped = exc
             status = AgentStatus.INTERRUPTED
-            what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+            what = stopped_by() if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
             reason = f"interrupted ({what}) during turn {self._partial.number if self._partial else len(self.turns)}"
             error = {"code": "INTERRUPTED", "message": f"the run was interrupted by {what}", "fix": None}
             self._record_partial(error)

@@ -54,7 +54,7 @@ from ..logs.evaluations import (
 from ..logs.job_status import JobStatus
 from ..logs.store import LogStore
 from ..sandbox import Sandbox
-from ..stopping import JobInterrupted
+from ..stopping import JobInterrupted, stopped_by
 from ..types import Limits
 from .checker import Checker, checker_version
 from .datasets import Dataset, OnError, Problem, file_sha256, load_dataset
@@ -376,8 +376,8 @@ def _record_end(evaluations: EvaluationLog, evaluation_id: str, status: JobStatu
 def _record_interrupted(evaluations: EvaluationLog, evaluation_id: str) -> None:
     resume = f"runner math eval --resume {evaluation_id}"
     evaluations.set_status(evaluation_id, JobStatus.INTERRUPTED, error={
-        "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C); the problems that were "
-                                          "in progress are pending", "fix": resume,
+        "code": "INTERRUPTED", "message": f"stopped by the user ({stopped_by()}); the problems "
+                                          "that were in progress are pending", "fix": resume,
         "resume": resume})
 
 

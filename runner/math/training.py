@@ -61,7 +61,7 @@ from ..optimizer.prompt import DEFAULT_HISTORY_TOKENS
 from ..optimizer.step import DEFAULT_MAX_ACTIONS, DEFAULT_MAX_TRIES, change_of
 from ..ranges import Range, require
 from ..sandbox import Sandbox
-from ..stopping import JobInterrupted
+from ..stopping import JobInterrupted, stopped_by
 from ..types import Limits
 from .datasets import DATASETS, Dataset, file_sha256, load_dataset
 from .evaluation import ProgressListener, evaluate, resume_evaluation
@@ -382,7 +382,7 @@ class _Training:
             stop_talking(self.optimizer_llm)
             resume = f"runner math train --resume {self.record.id}"
             self.log.set_status(self.record.id, JobStatus.INTERRUPTED, error={
-                "code": "INTERRUPTED", "message": "stopped by the user (Ctrl-C)", "fix": resume,
+                "code": "INTERRUPTED", "message": f"stopped by the user ({stopped_by()})", "fix": resume,
                 "resume": resume})
             report = build_training_report(self.log, self.log.get(self.record.id))
             if self.progress is not None:
