@@ -11,10 +11,19 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# A shell starts a background job (`make test &`, a CI runner without a terminal) with
+# SIGINT ignored, and an ignored signal stays ignored across exec: the Ctrl-C tests' own
+# SIGINTs (to this process and to the commands they start) would then do nothing. Ctrl-C is
+# what they test, so the suite restores it (a Python handler is reset to the default in
+# children, where Python installs its own KeyboardInterrupt handler again).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 BACKENDS = ["jail", "restricted", pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("ray", marks=pytest.mark.ray)]

@@ -163,9 +163,11 @@ def test_sigterm_stops_the_log_viewer(tmp_path):
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="not yet: the interrupted run's container is left "
-                   "for a later sweep (issue 30)")
-def test_sigterm_on_docker_exec_removes_the_container(tmp_path):
+@pytest.mark.parametrize("when_s", [0.0, 2.0], ids=["while-the-container-starts", "while-the-run-runs"])
+def test_sigterm_on_docker_exec_removes_the_container(tmp_path, when_s):
+    """The process removes its container itself (a sweep only runs once it is gone), both
+    when SIGTERM comes as the container is created and its worker warms up, and when the
+    run is going."""
     from runner.docker.engine import OWNER_LABEL, containers
 
     home = tmp_path / "home"
@@ -173,12 +175,13 @@ def test_sigterm_on_docker_exec_removes_the_container(tmp_path):
                 stdin=SPIN)
     owner = f"{OWNER_LABEL}={socket.gethostname()}:{run.pid}"
     wait_until(lambda: containers(owner), run, "no container started")
-    time.sleep(2)  # the run is going
+    time.sleep(when_s)
     code, out, err, _ = sigterm(run)
     assert code == 130, err
+    assert "Traceback" not in err
     result = json.loads(out)
     assert result["status"] == "crashed" and result["error"]["type"] == "Interrupted"
-    assert containers(owner) == []  # removed by the process itself, not a later sweep
+    assert containers(owner) == [], err
     logged = runner_json(home, "logs", "list", "--json")
     assert logged[0]["result"]["id"] == result["id"]
 
@@ -208,3 +211,20 @@ def test_a_library_user_opts_in_with_stop_on_sigterm(tmp_path):
     assert code == 0 and took < GENEROUS_S, err
     stopped = json.loads(out)
     assert stopped["logged"] and "SIGTERM" in stopped["message"]
+
+
+def test_the_ctrl_c_tests_work_from_a_background_job(tmp_path):
+    """`make test &` (or a CI runner without a terminal) starts the suite with SIGINT
+    ignored, which its processes inherit; the suite restores Ctrl-C so that its Ctrl-C
+    tests test Ctrl-C instead of failing."""
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_ctrl_c.py::test_ctrl_c_on_exec_json_prints_the_interrupted_run",
+         "tests/test_agent_endings.py::test_ctrl_c_during_an_execution_is_logged_and_raised"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, preexec_fn=ignore_sigint,
+        env=dict(os.environ, RUNNER_HOME=str(tmp_path / "home")))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "2 passed" in done.stdout

@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ from ..docker.engine import (
 )
 from ..docker.environments import MOUNT_POINT, Environment, resolve
 from ..docker.seccomp_profile import security_option
-from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError, WorkerStartError
+from ..errors import BackendUnavailableError, SandboxClosedError, WorkerStartError
 from ..ids import new_id
 from ..packages import PackageRequestError, allowlist_of, parse_requirements, refused_by
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
@@ -164,15 +165,24 @@ class DockerWorker(WorkerProcess):
         from ..docker.api import create_container
         from ..docker.engine import docker_cli
 
-        create_container(name, config)
         try:
-            super().__init__([docker_cli(), "start", "-a", "-i", name], env=_client_env(),
-                             start_timeout=start_timeout)
-        except WorkerStartError as exc:
+            create_container(name, config)
+            try:
+                super().__init__([docker_cli(), "start", "-a", "-i", name], env=_client_env(),
+                                 start_timeout=start_timeout)
+            except WorkerStartError as exc:
+                raise _start_failure(exc, image) from None
+            if run_memory_mb is not None:
+                self._hold_runs_to(run_memory_mb)
+        except BaseException:
+            # Whatever stopped the start (a failure, or Ctrl-C/SIGTERM while the container
+            # was being created or the worker warmed up), the container is this process's
+            # to remove: nothing else holds its name, and a later sweep only runs once this
+            # process is gone.
             remove_containers([name])
-            raise _start_failure(exc, image) from None
-        if run_memory_mb is not None:
-            self._hold_runs_to(run_memory_mb)
+            with suppress(AttributeError):  # the worker process had not started
+                super().kill()
+            raise
 
     def _hold_runs_to(self, run_memory_mb: int) -> None:
         """The container's memory limit becomes what the warm worker holds plus one run's
@@ -182,11 +192,7 @@ class DockerWorker(WorkerProcess):
         in_use = self.info.get(wire.MEMORY_IN_USE)
         if not isinstance(in_use, int) or isinstance(in_use, bool) or in_use <= 0:
             return  # no counter to read: the creation limit (with its overhead) stays
-        try:
-            set_memory_limit(self.name, in_use + (run_memory_mb + RUN_MEMORY_ALLOWANCE_MB) * MIB)
-        except RunnerError:
-            self.kill()
-            raise
+        set_memory_limit(self.name, in_use + (run_memory_mb + RUN_MEMORY_ALLOWANCE_MB) * MIB)
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         try:
