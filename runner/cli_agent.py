@@ -24,6 +24,7 @@ from .cli_options import (
     file_options,
     files_argument,
     limit,
+    llm_options,
     model_options,
     number,
     ray_options,
@@ -104,8 +105,8 @@ def agent_command(task: str, functions_path: str | None, protocol: str, model: s
     # Reading a file changes no function, so nothing goes to the function history.
     functions = FunctionSet.load(functions_path, log_store=False) if functions_path else None
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
-                     timeout_s=llm_timeout, max_retries=retries, temperature=temperature,
-                     max_tokens=max_tokens)
+                     **llm_options(temperature=temperature, max_tokens=max_tokens,
+                                   llm_timeout=llm_timeout, retries=retries))
     limits = Limits().with_overrides(timeout_s=timeout_s)
     files = files_argument(given)
     with Sandbox(backend=backend, source="agent", limits=limits, **options) as sandbox:

@@ -22,7 +22,7 @@ import click
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .backends.base import DEFAULT_BACKEND
-from .cli_options import limit, model_options, number
+from .cli_options import limit, llm_options, model_options, number
 from .terminal import sanitize_for_terminal as clean_text
 
 _Line = TypeVar("_Line", bound=BaseModel)
@@ -247,16 +247,6 @@ def _variant(method: str, variant: str) -> str | None:
     return variant if method == "mathchat" else None
 
 
-def _llm_options(temperature: float | None, max_tokens: int | None, llm_timeout: float,
-                 retries: int) -> dict[str, Any]:
-    options: dict[str, Any] = {"timeout_s": llm_timeout, "max_retries": retries}
-    if temperature is not None:
-        options["temperature"] = temperature
-    if max_tokens is not None:
-        options["max_tokens"] = max_tokens
-    return options
-
-
 def _show_turn(turn: Any) -> None:
     from .agent.run import conversation_text
 
@@ -293,7 +283,8 @@ def solve_command(problem: str, method: str, variant: str, functions_path: str |
     from .types import Limits
 
     llm = OpenAIChat(model or None, base_url=base_url or None, api_key=api_key or None,
-                     **_llm_options(temperature, max_tokens, llm_timeout, retries))
+                     **llm_options(temperature=temperature, max_tokens=max_tokens,
+                                   llm_timeout=llm_timeout, retries=retries))
     solution = solve(problem, llm=llm, method=method, variant=_variant(method, variant),
                      functions=functions_path, backend=backend,
                      max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),

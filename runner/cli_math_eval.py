@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from .cli_interrupt import JobStopping, ctrl_c
-from .cli_math import _llm_options, _solve_options, _variant, math_group
-from .cli_options import count_option, model_options, number
+from .cli_math import _solve_options, _variant, math_group
+from .cli_options import count_option, llm_options, model_options, number
 from .errors import ConfigurationError
 from .stopping import JobInterrupted
 from .terminal import sanitize_for_terminal as clean_text
@@ -188,7 +188,7 @@ def _evaluate(ctx: click.Context, progress: _ProgressBar, *, dataset: str | None
             raise click.UsageError(f"a resumed evaluation keeps its own settings; leave out "
                                    f"{shown} (only the model's address, key, timeouts and "
                                    "--concurrency may change)")
-        options = {"timeout_s": llm_timeout, "max_retries": retries}
+        options = llm_options(llm_timeout=llm_timeout, retries=retries)
         return resume_evaluation(
             resume_id, model=model or None, base_url=base_url or None, api_key=api_key or None,
             llm_options=options,
@@ -199,7 +199,8 @@ def _evaluate(ctx: click.Context, progress: _ProgressBar, *, dataset: str | None
         raise click.UsageError("give --dataset NAME|FILE.jsonl (or --resume EVAL_ID)")
     report = evaluate(
         dataset, model=model or None, base_url=base_url or None, api_key=api_key or None,
-        llm_options=_llm_options(temperature, max_tokens, llm_timeout, retries),
+        llm_options=llm_options(temperature=temperature, max_tokens=max_tokens,
+                                llm_timeout=llm_timeout, retries=retries),
         split=split, types=types or None, levels=levels or None, limit=limit, seed=seed,
         method=method, variant=_variant(method, variant), functions=functions_path,
         backend=backend, concurrency=concurrency,

@@ -19,9 +19,9 @@ import click
 
 from .backends.base import DEFAULT_BACKEND
 from .cli_interrupt import JobStopping, ctrl_c
-from .cli_math import _llm_options, _variant, _variant_option, math_group
+from .cli_math import _variant, _variant_option, math_group
 from .cli_math_eval import _SEED, _ProgressBar, print_job_error
-from .cli_options import count_option, limit, model_options, number
+from .cli_options import count_option, limit, llm_options, model_options, number
 from .stopping import JobInterrupted
 from .terminal import sanitize_for_terminal as clean_text
 from .text_table import columns
@@ -240,14 +240,15 @@ def _train(ctx: click.Context, progress: _TrainingProgress, *, train: str | None
                                    "--concurrency may change)")
         return training.resume_training(
             resume_id, model=model or None, base_url=base_url or None, api_key=api_key or None,
-            llm_options={"timeout_s": llm_timeout, "max_retries": retries},
+            llm_options=llm_options(llm_timeout=llm_timeout, retries=retries),
             optimizer_model=optimizer_model, optimizer_base_url=optimizer_base_url,
             optimizer_api_key=optimizer_api_key,
             concurrency=concurrency if ctx.get_parameter_source("concurrency")
             is click.core.ParameterSource.COMMANDLINE else None, progress=progress)
     if train is None:
         raise click.UsageError("give --train NAME[:SPLIT[:TYPE]]|FILE.jsonl (or --resume TRAINING_ID)")
-    options = _llm_options(temperature, max_tokens, llm_timeout, retries)
+    options = llm_options(temperature=temperature, max_tokens=max_tokens,
+                          llm_timeout=llm_timeout, retries=retries)
     optimizer_options = dict(options)
     if optimizer_max_tokens is not None:
         optimizer_options["max_tokens"] = optimizer_max_tokens

@@ -69,7 +69,14 @@ def count_option(default: int | None = 20, *, what: str = "How many, newest firs
 def model_options(command: F) -> F:
     """Which model to ask and how (`runner agent`, `math solve|eval|train`): the ranges are
     the client's own (`runner.agent.llm`)."""
-    from .agent.llm import MAX_TOKENS_RANGE, RETRIES_RANGE, TEMPERATURE_RANGE, TIMEOUT_RANGE
+    from .agent.llm import (
+        DEFAULT_TIMEOUT_S,
+        MAX_TOKENS_RANGE,
+        RETRIES_RANGE,
+        TEMPERATURE_RANGE,
+        TIMEOUT_RANGE,
+        TIMEOUT_RETRIES,
+    )
 
     options = [
         click.option("--model", envvar="RUNNER_MODEL", show_envvar=True,
@@ -82,14 +89,36 @@ def model_options(command: F) -> F:
                      help="Sampling temperature (default: the server's)."),
         click.option("--max-tokens", type=Number(MAX_TOKENS_RANGE),
                      help="Tokens per reply at most (default: the server's)."),
-        click.option("--llm-timeout", type=Number(TIMEOUT_RANGE), default=120.0,
-                     show_default=True, help="Seconds to wait for one reply."),
+        click.option("--llm-timeout", type=Number(TIMEOUT_RANGE), default=DEFAULT_TIMEOUT_S,
+                     show_default=True,
+                     help=f"Seconds to wait for one reply; a silent server is retried "
+                          f"{TIMEOUT_RETRIES} times, then given up."),
         click.option("--retries", type=Number(RETRIES_RANGE), default=4, show_default=True,
-                     help="Retries of a request on rate limits, 5xx and connection errors."),
+                     help="Retries of a request on rate limits, 5xx, dropped connections and "
+                          "replies cut short."),
     ]
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def llm_options(*, llm_timeout: float, retries: int, temperature: float | None = None,
+                max_tokens: int | None = None) -> dict[str, Any]:
+    """`OpenAIChat`'s settings from `model_options`, and a line on stderr while a reply is
+    slow (above a progress bar, which passes stderr through)."""
+    options: dict[str, Any] = {"timeout_s": llm_timeout, "max_retries": retries,
+                               "on_slow": say_slow}
+    if temperature is not None:
+        options["temperature"] = temperature
+    if max_tokens is not None:
+        options["max_tokens"] = max_tokens
+    return options
+
+
+def say_slow(text: str) -> None:
+    from .terminal import sanitize_for_terminal as clean_text
+
+    click.echo(f"runner: {clean_text(text)}", err=True)
 
 
 def ray_options(command: F) -> F:

@@ -34,6 +34,7 @@ class _Reply:
     delay_s: float = 0.0
     raw: bytes | None = None  # sent as is, instead of `body` as JSON
     content_type: str = "application/json"
+    cut_at: int | None = None  # send this many bytes of the body, no length, then close
 
 
 class FakeOpenAI:
@@ -63,11 +64,18 @@ class FakeOpenAI:
                 pass
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
-                      *, raw: bytes | None = None, content_type: str = "application/json") -> None:
+                      *, raw: bytes | None = None, content_type: str = "application/json",
+                      cut_at: int | None = None) -> None:
                 data = raw if raw is not None else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
+                if cut_at is not None:
+                    # A reply cut short: no length, so only the closed connection ends it.
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                    data = data[:cut_at]
+                else:
+                    self.send_header("Content-Length", str(len(data)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.end_headers()
@@ -124,7 +132,7 @@ class FakeOpenAI:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 self._send(reply.status, reply.body, reply.headers, raw=reply.raw,
-                           content_type=reply.content_type)
+                           content_type=reply.content_type, cut_at=reply.cut_at)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -164,6 +172,14 @@ class FakeOpenAI:
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
         return _Reply(body=body, delay_s=delay_s)
+
+    def cut(self, content: str = "", *, at: int = 40) -> FakeOpenAI:
+        """Queue an assistant message whose body stops after `at` bytes: sent without a
+        length, the connection closed (a proxy or server that died mid-reply)."""
+        reply = self._message(content)
+        reply.cut_at = at
+        self._script.append(reply)
+        return self
 
     def raw(self, body: bytes, content_type: str, *, status: int = 200) -> FakeOpenAI:
         """Queue a reply that is not a chat completion (an HTML page, a binary body)."""

@@ -3,9 +3,12 @@
 `OpenAIChat.complete(messages, tools=...)` sends one request and returns a `ChatReply`:
 the assistant message as received (content, tool calls), the whole response body, token
 usage, latency and how many retries it took. Transient failures (rate limits, 5xx, a
-refused or dropped connection, a timeout) are retried here with exponential backoff,
-honouring a server's Retry-After; the SDK's own retries are switched off so that there is
-one retry policy and it is visible in the log. A request from a thread other than the main
+refused or dropped connection, a reply cut short, a timeout) are retried here with
+exponential backoff, honouring a server's Retry-After; the SDK's own retries are switched
+off so that there is one retry policy and it is visible in the log. A server that accepts
+and never answers costs a minute per attempt (the read timeout), and is given up after
+`TIMEOUT_RETRIES` such minutes; while a reply is slow, `on_slow` (the CLI prints it) is told
+after `slow_after_s` seconds, with the most the request may still take. A request from a thread other than the main
 one is made on a request thread (`request_threads`), so that `stop()` (a job that is
 stopping) abandons every request in flight at once and sends no more; in the main thread,
 Ctrl-C interrupts the request itself.
@@ -25,7 +28,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +56,12 @@ _TOOL_WORDS = ("tool", "function call", "function_call", "functions")
 # The valid values of the client's settings, stated once: the constructor checks them and
 # the CLI's options take them (`runner.cli_options.model_options`).
 TIMEOUT_RANGE = Range(0, True, 3600)
+# A person waits about a minute for one reply before calling the server silent, and a server
+# silent for three such minutes in a row is down, not busy: its timeouts are retried twice
+# (rate limits, 5xx and dropped connections up to `max_retries`).
+DEFAULT_TIMEOUT_S = 60.0
+TIMEOUT_RETRIES = 2
+SLOW_AFTER_S = 15.0
 RETRIES_RANGE = Range(0, False, 100, integer=True)
 TEMPERATURE_RANGE = Range(0, False, 2)
 MAX_TOKENS_RANGE = Range(1, False, 10_000_000, integer=True)
@@ -113,10 +123,12 @@ class OpenAIChat:
     """
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, timeout_s: float = 120.0, max_retries: int = 4,
-                 backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 api_key: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 max_retries: int = 4, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  temperature: float | None = None, max_tokens: int | None = None,
                  extra_body: dict[str, Any] | None = None,
+                 slow_after_s: float = SLOW_AFTER_S,
+                 on_slow: Callable[[str], None] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         import openai
 
@@ -124,6 +136,7 @@ class OpenAIChat:
         require("max_retries", max_retries, RETRIES_RANGE, fix="pass 0 for no retries")
         require("backoff_s", backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 1")
         require("max_backoff_s", max_backoff_s, Range(0, False, 3600), fix="pass seconds, e.g. 30")
+        require("slow_after_s", slow_after_s, Range(0, True, 3600), fix="pass seconds, e.g. 15")
         require("temperature", temperature, TEMPERATURE_RANGE, optional=True,
                 fix="pass a sampling temperature from 0 to 2, or None for the server's")
         require("max_tokens", max_tokens, MAX_TOKENS_RANGE, optional=True,
@@ -141,6 +154,8 @@ class OpenAIChat:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.slow_after_s = slow_after_s
+        self.on_slow = on_slow
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
@@ -178,19 +193,25 @@ class OpenAIChat:
         arguments = dict(body)
         if self.extra_body:
             arguments["extra_body"] = self.extra_body
-        retries = 0
+        retries = timeouts = 0
         started = time.monotonic()
         while True:
             try:
-                # The raw response: its body is read here, as JSON, whatever the server sent
-                # (an HTML page at a wrong URL, a binary body), not by the SDK's models.
-                raw = self._send(arguments)
+                with self._slow_notice(retries, timeouts):
+                    # The raw response: its body is read here, as JSON, whatever the server
+                    # sent (an HTML page at a wrong URL, a binary body, a reply cut short),
+                    # not by the SDK's models.
+                    raw = self._send(arguments)
+                    data = self._body(raw.http_response, "POST /chat/completions",
+                                      "a chat completion")
                 break
             except Stopped:
                 raise
             except Exception as exc:  # translated below, once
                 error, transient, wait = self._translate(exc, tools=bool(tools))
-                if not transient or retries >= self.max_retries:
+                timeouts += _is_timeout(exc)
+                if (not transient or retries >= self.max_retries
+                        or timeouts > min(TIMEOUT_RETRIES, self.max_retries)):
                     if transient and retries:
                         error = type(error)(f"{error.message} (after {retries} retries)",
                                             fix=error.fix)
@@ -198,8 +219,34 @@ class OpenAIChat:
                 retries += 1
                 self._pause(wait if wait is not None else self._backoff(retries))
         latency_ms = int((time.monotonic() - started) * 1000)
-        data = self._body(raw.http_response, "POST /chat/completions", "a chat completion")
         return reply_from_completion(data, latency_ms=latency_ms, retries=retries, where=self._where)
+
+    @contextmanager
+    def _slow_notice(self, retries: int, timeouts: int) -> Iterator[None]:
+        """Tell `on_slow`, once, when this attempt has had no answer for `slow_after_s`
+        seconds: which attempt it is and the most the request may still take."""
+        if self.on_slow is None or self.slow_after_s >= self.timeout_s:
+            yield
+            return
+        tell = self.on_slow
+        attempts = min(self.max_retries, TIMEOUT_RETRIES) + 1
+        # This attempt's rest, then each attempt left at the full timeout plus its backoff.
+        left = self.timeout_s - self.slow_after_s + sum(
+            self.timeout_s + min(self.max_backoff_s, self.backoff_s * 2.0 ** (n - 1))
+            for n in range(retries + 1, retries + attempts - timeouts))
+
+        def notice() -> None:
+            tell(f"{self._where} has not answered for {self.slow_after_s:g} s "
+                 f"(attempt {retries + 1}, which waits {self.timeout_s:g} s for an answer): "
+                 f"the request is given up within {_duration(left)} if it stays silent")
+
+        timer = threading.Timer(self.slow_after_s, notice)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
 
     def stop(self) -> None:
         """Stop talking to the server, for good (a job that is stopping calls it): every
@@ -305,6 +352,12 @@ class OpenAIChat:
         except UnicodeDecodeError:
             problem = "a body that is not text"
         except JsonBoundsError as exc:
+            if exc.kind == "syntax" and _cut_short(response):
+                raise LLMUnavailableError(
+                    f"{self._where} cut its reply to {request} short: the connection closed "
+                    f"after {len(body):,} bytes of JSON, with no length sent to tell",
+                    fix="a transient fault of the server or a proxy between (retried); if it "
+                        "persists, check the server's logs") from None
             problem = "a body that is not JSON" if exc.kind == "syntax" else str(exc)
         else:
             if isinstance(data, dict):
@@ -321,6 +374,8 @@ class OpenAIChat:
         import openai
 
         where = f"the model server at {self.base_url}"
+        if isinstance(exc, LLMError):  # `_body`'s own: a reply cut short may come right
+            return exc, isinstance(exc, LLMUnavailableError), None
         if isinstance(exc, openai.APITimeoutError):
             return (LLMUnavailableError(f"{where} did not answer within {self.timeout_s:g} s",
                                         fix="check that the server is up and not overloaded, or "
@@ -478,6 +533,28 @@ def _snippet(body: bytes, limit: int = 200) -> str:
     shown = " ".join(text.split())
     shown = shown if len(shown) <= limit else shown[:limit] + "..."
     return json.dumps(shown, ensure_ascii=True)
+
+
+def _cut_short(response: Any) -> bool:
+    """Whether a body that is not JSON is one cut short: it starts as a JSON object and
+    came without a length (so only the connection's end ended it). A server's own broken
+    JSON looks the same; a retry costs little and the error says both."""
+    if response.headers.get("content-length") is not None:
+        return False
+    return bytes(response.content).lstrip().startswith(b"{")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import openai
+
+    return isinstance(exc, openai.APITimeoutError)
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them: `45 s`, `3 min 5 s`."""
+    whole = max(1, round(seconds))
+    minutes, rest = divmod(whole, 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def _cause(exc: BaseException) -> str:

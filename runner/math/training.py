@@ -35,8 +35,10 @@ never installed per call; the sandbox never reaches the network.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -192,16 +194,19 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
     loaded = _load_training_data(problems, split, types, levels)
     agent_llm = llm_from(llm, model=model, base_url=base_url, api_key=api_key,
                          llm_options=llm_options)
-    optimizer_chat = optimizer_llm or llm_from(
-        None, model=optimizer_model or getattr(agent_llm, "model", None),
-        base_url=optimizer_base_url or getattr(agent_llm, "base_url", None),
-        api_key=optimizer_api_key or api_key,
-        llm_options=optimizer_llm_options if optimizer_llm_options is not None else llm_options)
+    with optimizer_flags():
+        optimizer_chat = optimizer_llm or llm_from(
+            None, model=optimizer_model or getattr(agent_llm, "model", None),
+            base_url=optimizer_base_url or getattr(agent_llm, "base_url", None),
+            api_key=optimizer_api_key or api_key,
+            llm_options=optimizer_llm_options if optimizer_llm_options is not None
+            else llm_options)
     Optimizer(optimizer_chat, protocol=optimizer_protocol, max_actions=max_actions,
               max_tries=max_tries, history_tokens=history_tokens)  # checks the settings now
     check_server(agent_llm)
     if optimizer_chat is not agent_llm:
-        check_server(optimizer_chat)
+        with optimizer_flags():
+            check_server(optimizer_chat)
     out_path = str(Path(out).resolve()) if out is not None else None
     if out_path is not None:
         _check_saveable(Path(out_path), shown=str(out))
@@ -238,6 +243,24 @@ def train(problems: str | Path | Dataset, *, llm: ChatModel | None = None,
         training = _Training(record, store, loaded, agent_llm, optimizer_chat, progress,
                              backend_options)
         return training.run(resumed=False)
+
+
+_MODEL_FLAG = re.compile(r"--(base-url|model|api-key)(?: / [A-Z_]+)?")
+
+
+@contextmanager
+def optimizer_flags() -> Iterator[None]:
+    """An error about the optimizer's model server names the optimizer's own options
+    (`--optimizer-base-url`, ...), not the agent model's (the client says `--base-url`)."""
+    try:
+        yield
+    except RunnerError as exc:
+        def swap(text: str | None) -> str | None:
+            return _MODEL_FLAG.sub(r"--optimizer-\1", text) if text else text
+
+        exc.message, exc.fix = swap(exc.message) or exc.message, swap(exc.fix)
+        exc.args = (f"{exc.message} (fix: {exc.fix})" if exc.fix else exc.message,)
+        raise
 
 
 def _check_saveable(target: Path, *, shown: str) -> None:
@@ -312,16 +335,18 @@ def resume_training(training_id: str, *, llm: ChatModel | None = None,
         agent_llm = llm_from(llm, model=model or record.model,
                              base_url=base_url or record.base_url, api_key=api_key,
                              llm_options=options)
-        optimizer_chat = optimizer_llm or llm_from(
-            None, model=optimizer_model or record.optimizer_model,
-            base_url=optimizer_base_url or record.optimizer_base_url,
-            api_key=optimizer_api_key or api_key,
-            llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
+        with optimizer_flags():
+            optimizer_chat = optimizer_llm or llm_from(
+                None, model=optimizer_model or record.optimizer_model,
+                base_url=optimizer_base_url or record.optimizer_base_url,
+                api_key=optimizer_api_key or api_key,
+                llm_options={**settings.get("optimizer_llm", {}), **(llm_options or {})})
         # Refused while another live process runs it: it would be trained twice at once.
         log.claim(record.id)
         try:
             check_server(agent_llm)
-            check_server(optimizer_chat)
+            with optimizer_flags():
+                check_server(optimizer_chat)
         except RunnerError as exc:
             log.set_status(record.id, JobStatus.INTERRUPTED, error={
                 **error_dict(exc), "resume": f"runner math train --resume {record.id}"})
