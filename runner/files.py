@@ -22,8 +22,11 @@ stdlib only; it applies the same name rule again before it writes anything.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -168,8 +171,11 @@ def decode_outputs(files: Any, left_out: Any, cap_bytes: int, blobs: Any = None
     `cap_bytes` and MAX_OUTPUT_FILES. What does not pass joins `left_out` (with the
     reason), which is also checked to be a list of strings."""
     kept: list[OutputFile] = []
-    omitted = [str(name)[:300] for name in left_out][:MAX_OUTPUT_FILES] \
-        if isinstance(left_out, list) else []
+    omitted = [str(name)[:300] for name in left_out] if isinstance(left_out, list) else []
+    if len(omitted) > MAX_OUTPUT_FILES:  # a worker's list: the count says the rest
+        omitted = [*omitted[:MAX_OUTPUT_FILES - 1],
+                   f"(and {len(omitted) - MAX_OUTPUT_FILES + 1:,} more)"]
+    names: set[str] = set()
     if not isinstance(files, list):
         return kept, omitted
     blobs = blobs if isinstance(blobs, list) else []
@@ -189,9 +195,13 @@ def decode_outputs(files: Any, left_out: Any, cap_bytes: int, blobs: Any = None
         except FileNameError as exc:
             omitted.append(f"{name[:200]} ({exc})")
             continue
+        if name in names:  # one name, one file: a second would replace the first unseen
+            omitted.append(f"{name[:200]} (a second file of that name)")
+            continue
         if len(kept) >= MAX_OUTPUT_FILES or total + len(data) > cap_bytes:
             omitted.append(name)
             continue
+        names.add(name)
         total += len(data)
         kept.append(output_file(name, data))
     return kept, omitted
@@ -200,6 +210,41 @@ def decode_outputs(files: Any, left_out: Any, cap_bytes: int, blobs: Any = None
 def output_file(name: str, data: bytes) -> OutputFile:
     return OutputFile(name=name, size=len(data), media_type=media_type(data),
                       sha256=hashlib.sha256(data).hexdigest(), data=data)
+
+
+def _write_new(here: int, leaf: str, data: bytes, *, shown: Path, replace: bool) -> None:
+    """Write `data` as `leaf` in the directory `here`. A new file is made exclusively (no
+    link, FIFO or file already there is opened); a replacement is written under a fresh
+    name and renamed over the old entry, so what the old name pointed at (a hard link's
+    other names, a FIFO's reader) is never written or waited on, and only a regular file
+    is replaced."""
+    try:
+        old = os.stat(leaf, dir_fd=here, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not replace:
+        raise ConfigurationError(f"{shown} exists already",
+                                 fix="choose another directory, or replace it (--force)")
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        raise ConfigurationError(f"{shown} exists and is not a regular file (a link, a "
+                                 "directory, a FIFO or a device): it is not replaced",
+                                 fix="remove it, or choose another directory")
+    temporary = leaf if old is None else f".runner-{secrets.token_hex(8)}.part"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(temporary, flags, 0o644, dir_fd=here)
+    except FileExistsError:  # made between the look and the write: not ours to replace
+        raise ConfigurationError(f"{shown} exists already",
+                                 fix="choose another directory, or replace it (--force)") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        if temporary != leaf:
+            os.replace(temporary, leaf, src_dir_fd=here, dst_dir_fd=here)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=here)
+        raise
 
 
 def save_files(files: Iterable[OutputFile], directory: Path, *, replace: bool = False) -> list[Path]:
@@ -222,14 +267,7 @@ def save_files(files: Iterable[OutputFile], directory: Path, *, replace: bool = 
             raise ConfigurationError(f"cannot write {directory / name}: {exc.strerror or exc}",
                                      fix="check the directory and its permissions") from None
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if replace else os.O_EXCL)
-            try:
-                fd = os.open(leaf, flags, 0o644, dir_fd=here)
-            except FileExistsError:
-                raise ConfigurationError(f"{directory / name} exists already",
-                                         fix="choose another directory, or replace it (--force)") from None
-            with os.fdopen(fd, "wb") as out:
-                out.write(made.data)
+            _write_new(here, leaf, made.data, shown=directory / name, replace=replace)
         except OSError as exc:
             raise ConfigurationError(f"cannot write {directory / name}: {exc.strerror or exc}",
                                      fix="check the directory and its permissions") from None

@@ -28,7 +28,7 @@ import pytest
 from conftest import backend_options
 from runner import Limits, Sandbox, Status
 from runner.errors import ConfigurationError
-from runner.files import MAX_INPUT_FILES
+from runner.files import MAX_DEPTH, MAX_INPUT_FILES, MAX_OUTPUT_FILES
 from runner.logs import LogStore
 
 TIERS = ["jail", pytest.param("docker", marks=pytest.mark.docker),
@@ -117,7 +117,53 @@ def test_links_fifos_and_unsafe_names_do_not_come_back_as_files(sandbox):
     names = [f.name for f in r.files]
     assert "ok.txt" in names and "link" not in names and "fifo" not in names
     assert "bad\x1bname" not in names
-    assert any(name.startswith("bad\x1bname") and "control character" in name for name in r.files_left_out)
+    # named with the character escaped: what is left out is text anyone may show
+    assert "bad\\u001bname (holds a control character)" in r.files_left_out
+
+
+def test_names_that_cannot_be_carried_as_they_are_are_left_out_with_why(sandbox):
+    """Bytes that are not UTF-8 (two such names used to come back as one, `x?.txt`, and
+    the second replaced the first when written out), C1 controls, and text-direction
+    marks (`\u202egnp.html` shows as "lmth.png") are left out, each named escaped."""
+    code = ("import os\nfor raw in (b'x\\xff.txt', b'x\\xfe.txt'):\n"
+            "    fd = os.open(raw, os.O_WRONLY | os.O_CREAT)\n    os.write(fd, raw)\n    os.close(fd)\n"
+            "open('a\\u202egnp.html', 'w').write('<script>')\nopen('c1\\x9bx', 'w').write('x')\n"
+            "open('fine.txt', 'w').write('fine')\n")
+    r = sandbox.run(code)
+    assert r.status == Status.OK, r.error
+    assert [f.name for f in r.files] == ["fine.txt"]
+    left = set(r.files_left_out)
+    assert {"x\\xff.txt (is not valid UTF-8)", "x\\xfe.txt (is not valid UTF-8)",
+            "a\\u202egnp.html (holds a text-direction character)",
+            "c1\\u009bx (holds a control character)"} == left, left
+    assert r.files_truncated
+
+
+def test_what_the_walk_does_not_look_into_is_said(sandbox):
+    """A file deeper than the walk goes, and more files than a result lists: both said,
+    never dropped in silence."""
+    deep = "/".join(f"d{n}" for n in range(MAX_DEPTH))
+    r = sandbox.run(f"import os\nos.makedirs({deep!r})\nopen({deep + '/deep.txt'!r}, 'w').write('x')\n"
+                    "for n in range(300):\n    open(f'f{n:03}.txt', 'w').write('x')\n")
+    assert r.status == Status.OK, r.error
+    assert len(r.files) == MAX_OUTPUT_FILES and r.files_truncated
+    assert r.files_left_out[0] == (f"{deep}/ (more than {MAX_DEPTH} directories deep: not "
+                                   "looked into)")
+    # (the files past the count, and the count of what the list no longer names)
+    assert "f299.txt" in r.files_left_out
+    many = sandbox.run("for n in range(600):\n    open(f'g{n:03}.txt', 'w').write('x')\n",
+                       limits=Limits(max_returned_files_mb=0))
+    assert len(many.files_left_out) == MAX_OUTPUT_FILES
+    assert many.files_left_out[-1] == f"(and {600 - MAX_OUTPUT_FILES + 1} more)"
+
+
+def test_a_run_that_picks_agg_itself_still_gets_its_shown_figures(sandbox):
+    """Scripts written for servers select Agg before pyplot; `plt.show()` still saves."""
+    r = sandbox.run("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                    "plt.plot([1, 2], [2, 1])\nplt.show()\n")
+    assert r.status == Status.OK, r.error
+    assert [(f.name, f.media_type) for f in r.files] == [("figure-1.png", "image/png")]
+    assert r.files[0].data.startswith(PNG_MAGIC)
 
 
 def test_a_run_that_fails_still_returns_the_files_it_made(sandbox):
@@ -154,6 +200,9 @@ def test_a_function_call_gets_its_files(sandbox):
     ({"a/./b": b"x"}, "'.' or '..' part"),
     ({"": b"x"}, "is empty"),
     ({"bell\x07": b"x"}, "control character"),
+    ({"c1\x9b": b"x"}, "control character"),
+    ({"a\udcffb": b"x"}, "is not valid UTF-8"),
+    ({"\u202egnp.html": b"x"}, "text-direction character"),
     ({"x" * 300: b"x"}, "longer than 255"),
     ({"a.txt": 42}, "must be bytes, text or a path"),
     ({"a.txt": Path("/nonexistent/file")}, "is not a regular file"),
@@ -308,3 +357,28 @@ def test_a_docker_worker_leaves_nothing_in_its_scratch_directories_after_a_plot(
             capture_output=True, text=True, check=True).stdout
     assert listing.strip() == "[] []", listing
     assert min(took) < 2.5, took  # (generous: the clean-up's wait was 5 s a run)
+
+
+def test_writing_out_with_force_never_writes_through_a_hard_link_or_waits_on_a_fifo(tmp_path):
+    """`--force` replaces a file the directory already has: a hard link to a file outside
+    it is replaced as a name (the file outside keeps its content), and a FIFO, a link or
+    a directory of that name is refused at once (no writer waits for a reader)."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host data")
+    os.link(victim, out / "made.txt")
+    os.mkfifo(out / "plot.txt")
+    code = "open('made.txt', 'w').write('from the run')\nopen('plot.txt', 'w').write('p')\n"
+    run = _cli(["exec", "-", "--json"], home, input=code)
+    execution_id = json.loads(run.stdout)["id"]
+    written = _cli(["logs", "files", execution_id, "--out", str(out), "--force"], home)
+    assert written.returncode == 1, written.stderr
+    assert "plot.txt exists and is not a regular file" in written.stderr
+    assert victim.read_text() == "host data"
+    assert (out / "made.txt").read_text() == "from the run" and victim.stat().st_nlink == 1
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []  # no part left
+    os.unlink(out / "plot.txt")
+    again = _cli(["logs", "files", execution_id, "--out", str(out), "--force"], home)
+    assert again.returncode == 0, again.stderr
+    assert (out / "plot.txt").read_text() == "p"

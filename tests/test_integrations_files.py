@@ -290,6 +290,27 @@ def test_mcp_run_python_takes_files_and_returns_images_and_resources(tmp_path):
     assert both.is_error and "exactly one of text and base64" in both.content[0].text
 
 
+def test_an_mcp_reply_stays_under_what_an_http_client_takes_in_one_event(sandbox):
+    """What counts is a reply's size on the wire: 500 KB of control characters is 3 MB as
+    JSON text (six bytes each), and 256 small files are 256 blocks; a reply keeps under
+    1 MiB by linking what does not fit."""
+    pytest.importorskip("mcp")
+    from runner.integrations.mcp import RunnerMCP
+
+    state = RunnerMCP(sandbox)
+    try:
+        controls = state.run_python("open('controls.txt', 'w').write('\\x01' * 500_000)")
+        many = state.run_python("for n in range(256):\n    open(f'f{n:03}.txt', 'w').write('\\x01' * 4000)")
+    finally:
+        state.close()
+    for result in (controls, many):
+        assert not result.is_error
+        assert len(result.model_dump_json(by_alias=True)) < 1024 * 1024
+    assert [block.type for block in controls.content] == ["text", "resource_link"]
+    kinds = [block.type for block in many.content]
+    assert "resource" in kinds and "resource_link" in kinds  # as many inline as fit
+
+
 # -- runner agent -------------------------------------------------------------------------------
 
 

@@ -49,7 +49,7 @@ async def exercise(client: Client) -> dict[str, dict]:
     """Every tool and resource once; returns the results by name."""
     tools = {tool.name for tool in (await client.list_tools()).tools}
     assert tools == {"run_python", "open_session", "close_session", "list_sessions", "list_functions",
-                     "call_function"}
+                     "call_function", "list_executions"}
     seen: dict[str, dict] = {}
     seen["run"] = structured(await client.call_tool("run_python", {"code": "print(2 ** 10)"}))
     opened = (await client.call_tool("open_session", {"timeout_s": 5})).structured_content
@@ -77,15 +77,20 @@ async def exercise(client: Client) -> dict[str, dict]:
         seen[name] = structured(await client.call_tool("run_python", {"code": code, "timeout_s": 1}))
     seen["after"] = structured(await client.call_tool("run_python", {"code": "print('still here')"}))
     resources = await client.list_resources()
-    assert [str(r.uri) for r in resources.resources] == ["runner://executions"]
-    recent = json.loads((await client.read_resource("runner://executions")).contents[0].text)
-    assert recent[0]["id"] == seen["after"]["id"] and recent[0]["tool"] == "run_python"
-    one = json.loads((await client.read_resource(f"runner://executions/{seen['run']['id']}")).contents[0].text)
+    assert [str(r.uri) for r in resources.resources] == []  # nothing to browse: see list_executions
+    one = json.loads((await client.read_resource(seen["run"]["uri"])).contents[0].text)
     assert one["result"]["stdout"] == "1024\n" and one["meta"]["integration"] == "mcp"
+    # the id alone opens nothing: ids sort, and one can be guessed from another
+    with pytest.raises(Exception, match="no execution"):
+        await client.read_resource(f"runner://executions/{seen['run']['id']}")
+    seen["listed"] = (await client.call_tool("list_executions", {})).structured_content["result"]
     return seen
 
 
-def check(seen: dict[str, dict]) -> None:
+def check(seen: dict[str, dict], *, connection: bool = True) -> None:
+    """`connection`: whether the client had one (stdio; the handshake over HTTP), so that
+    list_executions shows its runs; a client of one request at a time gets none listed
+    (each reply carries its run's uri)."""
     assert seen["run"]["status"] == "ok" and seen["run"]["stdout"] == "1024\n"
     assert {"id", "status", "stdout", "stderr", "error", "exit_code", "limits"} <= set(seen["run"])
     assert seen["session"]["stdout"] == "42\n"
@@ -98,6 +103,12 @@ def check(seen: dict[str, dict]) -> None:
     assert seen["flood"]["status"] == "ok" and seen["flood"]["stdout_truncated"] is True
     assert seen["hang"]["status"] == "timeout"
     assert seen["after"]["stdout"] == "still here\n"
+    listed = [run["id"] for run in seen["listed"]]
+    if connection:  # this client's, newest first
+        assert listed[0] == seen["after"]["id"] and seen["run"]["id"] in listed
+        assert all(run["uri"].startswith(f"runner://executions/{run['id']}.") for run in seen["listed"])
+    else:
+        assert listed == []
     with LogStore(log_db_path()) as store:
         for key in ("run", "call", "hang"):
             record = store.get_execution(seen[key]["id"])
@@ -158,7 +169,7 @@ def test_streamable_http_on_loopback_with_the_sdks_client():
             async with Client(url) as client:
                 return await exercise(client)
 
-        check(anyio.run(scenario))
+        check(anyio.run(scenario), connection=False)
         # a page that rebinds its own name to 127.0.0.1 is turned away
         rebound = httpx2.post(url, headers={"Host": "evil.example"}, json={})
         assert rebound.status_code == 421
@@ -241,7 +252,7 @@ def test_a_reply_is_sized_for_a_model_and_the_log_keeps_the_output():
                             "print('x' * 5_000_000)"})
                 failed = await client.call_tool("run_python", {"code": "1 / 0"})
                 with pytest.raises(Exception) as unknown:
-                    await client.read_resource("runner://executions/01NOSUCHEXECUTION")
+                    await client.read_resource("runner://executions/01NOSUCHEXECUTION.0000")
                 return flood, failed, str(unknown.value)
 
         flood, failed, unknown = anyio.run(scenario)
@@ -251,7 +262,7 @@ def test_a_reply_is_sized_for_a_model_and_the_log_keeps_the_output():
     text = flood.content[0].text
     assert len(text) < 25_000 and len(json.dumps(data)) < 30_000, (len(text), len(json.dumps(data)))
     # (the sandbox kept the first 1,000,000 bytes: the note says so, never "the whole text")
-    assert (f"characters cut; runner's log (runner://executions/{data['id']}) keeps the first "
+    assert (f"characters cut; runner's log ({data['uri']}) keeps the first "
             "1,000,000 bytes of each stream the run printed; the sandbox dropped the rest") \
         in data["stdout"] and "whole" not in text
     assert data["stdout"].startswith("aaaa") and "cut" in text and "passed the sandbox's limit" in text
@@ -291,9 +302,11 @@ def test_sessions_are_their_clients_and_end_with_them():
                 seen["first lists"] = (await first.call_tool("list_sessions", {})).structured_content
                 async with Client(url) as second:
                     seen["second lists"] = (await second.call_tool("list_sessions", {})).structured_content
-                    recent = (await second.read_resource("runner://executions")).contents[0].text
+                    seen["second's runs"] = (await second.call_tool("list_executions", {})
+                                             ).structured_content["result"]
+                    recent = (await second.read_resource(ran.structured_content["uri"])).contents[0].text
                     seen["handles in the log"] = [h for h in ids if h in recent]
-                    log_id = json.loads(recent)[0]["session"]
+                    log_id = json.loads(recent)["meta"]["session"]
                     used = await second.call_tool("run_python", {"code": "print(secret)",
                                                                  "session_id": log_id})
                     seen["log id"] = (log_id, ran.structured_content["id"], used.is_error,
@@ -422,3 +435,30 @@ def test_the_python_api_keeps_the_same_ceilings():
         assert "timeout_s=3600 is above this server's limit of 2" in str(refused.value)
         assert "ask for 2 or less" in str(refused.value)
         state.close()
+
+
+def test_a_run_is_read_only_through_the_uri_its_own_reply_gave(tmp_path):
+    """The handle in a reply's uri is the server's seal on the execution id: another
+    server (a restart) or a client with only an id (ids sort and can be guessed from one
+    another) reads nothing, and a client with no lasting connection lists nothing."""
+    from runner import Sandbox
+    from runner.errors import NotFoundError
+    from runner.integrations.mcp import RunnerMCP
+
+    with LogStore(tmp_path / "runner.db") as store, Sandbox(log_store=store) as sandbox:
+        first, second = RunnerMCP(sandbox), RunnerMCP(sandbox)
+        ran = first.run_python("open('secret.csv', 'w').write('ALICE,123')", owner="client-a")
+        uri = ran.structured_content["uri"]
+        handle = uri.removeprefix("runner://executions/")
+        execution_id = ran.structured_content["id"]
+        assert handle.startswith(execution_id + ".")
+        assert first.execution_file(handle, 0) == b"ALICE,123"
+        for reader, asked in ((second, handle), (first, execution_id),
+                              (first, execution_id + ".0" * 16), (first, handle[:-1] + ("1" if handle.endswith("0") else "0"))):
+            with pytest.raises(NotFoundError, match="made through this server"):
+                reader.execution_file(asked, 0)
+        assert [run["id"] for run in first.list_executions(owner="client-a")] == [execution_id]
+        assert first.list_executions(owner="client-b") == []
+        assert first.list_executions(owner=None) == []
+        first.close()
+        second.close()

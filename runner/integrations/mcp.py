@@ -18,10 +18,13 @@ Every result is runner's `ExecutionResult` as JSON (`status`, `stdout`, `stderr`
 code did; a request the server cannot carry out (an unknown session, limits out of range,
 limits above the server's own: the operator's `--timeout` and `--memory` are ceilings a
 client may lower, never raise) is an MCP tool error that says why. Resources:
-`runner://executions` (the newest runs made through this server),
-`runner://executions/{id}` (one of them in full, as `runner logs show --json` prints it,
-files without their bytes) and `runner://executions/{id}/files/{position}` (the bytes of
-a file it made). Every run is in the log with source `mcp` and
+`runner://executions/{handle}` (one run in full, as `runner logs show --json` prints it,
+files without their bytes) and `runner://executions/{handle}/files/{position}` (the bytes
+of a file it made), where the handle, given only in the run's reply (its `uri`), is the
+execution's id sealed by this server (an HMAC under a key made at start): a client reads
+what its own runs made, never another client's, and ids (which sort, and so can be
+guessed from one another) open nothing. `list_executions()` lists the runs of the calling
+connection (where the protocol has one). Every run is in the log with source `mcp` and
 `{"integration": "mcp", "mcp_tool": ...}` in its meta.
 
 Transports: stdio (what desktop assistants start), or streamable HTTP (`--http`) behind the
@@ -32,11 +35,15 @@ request (`Authorization: Bearer TOKEN`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import hmac
 import inspect
 import secrets
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -60,9 +67,9 @@ from ..logs import LogStore
 from ..logs.execution_files import OUT, file_row
 from ..sandbox import Sandbox
 from ..terminal import sanitize_for_terminal
-from ..types import Limits
+from ..types import ExecutionResult, Limits
 from .common import integration_meta
-from .mcp_files import FILE_URI, FileArgument, given_files, reply
+from .mcp_files import EXECUTION_URI, FILE_URI, FileArgument, given_files, reply
 from .mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS, OwnedSessions
 
 __all__ = ["RunnerMCP", "create_server", "serve_http", "serve_stdio"]
@@ -71,7 +78,8 @@ INTEGRATION = "mcp"
 T = TypeVar("T")
 _CLOSE_WAIT_S = 10.0  # how long the server's end waits for cancelled runs to be logged
 _OWNER_KEY = "runner_mcp_owner"
-RECENT = 20  # executions listed by runner://executions
+RECENT = 20  # executions list_executions shows
+_REMEMBERED_OWNERS = 1024  # connections whose runs are remembered for list_executions
 HTTP_PATH = "/mcp"
 
 _FILES = ("files for the run's directory, there before the code starts: "
@@ -94,19 +102,22 @@ class RunnerMCP:
         self.sessions = OwnedSessions(max_sessions=max_sessions, idle_s=session_idle_s)
         self._lock = threading.Lock()
         self._inflight: dict[Cancellation, threading.Event] = {}  # runs a request waits for
+        self._seal_key = secrets.token_bytes(32)
+        self.sole_owner: str | None = None  # the one client there is (stdio), if so
+        self._made: OrderedDict[str, deque[str]] = OrderedDict()  # owner -> execution ids
 
     # -- the tools -------------------------------------------------------------------------------
 
     def run_python(self, code: str, timeout_s: float | None = None, memory_mb: int | None = None,
                    packages: list[str] | None = None, session_id: str | None = None,
                    files: list[FileArgument] | None = None, *,
-                   cancel: Cancellation | None = None) -> CallToolResult:
+                   cancel: Cancellation | None = None, owner: str | None = None) -> CallToolResult:
         meta = integration_meta(INTEGRATION, {"mcp_tool": "run_python"})
         given = given_files(files)
         if session_id is None:
             limits = self._limits(self.sandbox.limits, timeout_s, memory_mb)
-            return reply(self.sandbox.run(code, limits=limits, packages=packages, meta=meta,
-                                          files=given, cancel=cancel))
+            return self._reply(self.sandbox.run(code, limits=limits, packages=packages,
+                                                meta=meta, files=given, cancel=cancel), owner)
         session = self.sessions.use(session_id)
         try:
             if packages and tuple(packages) != session.packages:
@@ -117,7 +128,7 @@ class RunnerMCP:
             result = session.run(code, limits=limits, meta=meta, files=given, cancel=cancel)
         finally:
             self.sessions.done(session_id)
-        return reply(result, {"session_id": session_id})
+        return self._reply(result, owner, {"session_id": session_id})
 
     def open_session(self, timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None, *,
@@ -140,23 +151,41 @@ class RunnerMCP:
                  "version": self.functions.version(spec.name)} for spec in self.functions]
 
     def call_function(self, name: str, arguments: dict[str, Any] | None = None,
-                      files: list[FileArgument] | None = None) -> CallToolResult:
-        return reply(self.sandbox.call(self.functions, name, arguments or {}, files=given_files(files),
-                                       meta=integration_meta(INTEGRATION, {"mcp_tool": "call_function"})))
+                      files: list[FileArgument] | None = None, *,
+                      owner: str | None = None) -> CallToolResult:
+        result = self.sandbox.call(self.functions, name, arguments or {}, files=given_files(files),
+                                   meta=integration_meta(INTEGRATION, {"mcp_tool": "call_function"}))
+        return self._reply(result, owner)
 
     # -- the resources -----------------------------------------------------------------------------
 
-    def recent_executions(self) -> list[dict[str, Any]]:
+    def list_executions(self, *, owner: str | None = None) -> list[dict[str, Any]]:
+        """The newest runs made over the calling connection (none for a client without
+        one: its replies carry each run's uri)."""
+        with self._lock:
+            ids = list(self._made.get(owner, ())) if owner is not None else []
         store = self._store()
+        records = []
+        for execution_id in reversed(ids):
+            with contextlib.suppress(NotFoundError):  # pruned from the log meanwhile
+                records.append(store.get_execution(execution_id))
         return [{"id": r.id, "started_at": r.result.started_at.isoformat(), "status": r.result.status,
                  "tool": r.meta.get("mcp_tool"), "session": r.meta.get("session"),
                  "function": r.meta.get("function"), "duration_ms": r.result.duration_ms,
-                 "code": r.request.code[:200], "uri": f"runner://executions/{r.id}"}
-                for r in store.list_executions(source=INTEGRATION, limit=RECENT)]
+                 "code": r.request.code[:200],
+                 "uri": EXECUTION_URI.format(execution=self.handle(r.id))}
+                for r in records]
 
-    def execution(self, execution_id: str) -> dict[str, Any]:
+    def handle(self, execution_id: str) -> str:
+        """The name of a run in this server's resource URIs: its id and this server's seal
+        on it, so only a client given the reply can name it."""
+        seal = hmac.new(self._seal_key, execution_id.encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{execution_id}.{seal}"
+
+    def execution(self, handle: str) -> dict[str, Any]:
+        execution_id = self._unsealed(handle)
         missing = NotFoundError(f"no execution {execution_id[:80]!r} made through this server",
-                                fix="runner://executions lists them")
+                                fix="read the uri a run's reply gives")
         try:
             record = self._store().get_execution(execution_id)
         except NotFoundError:  # its message names the log's file: no host path for a client
@@ -169,9 +198,10 @@ class RunnerMCP:
                 made.pop("data", None)
         return shown
 
-    def execution_file(self, execution_id: str, position: int) -> bytes:
+    def execution_file(self, handle: str, position: int) -> bytes:
         """The bytes of a file a run made through this server, from the log."""
-        self.execution(execution_id)  # one of this server's runs, or NotFoundError
+        self.execution(handle)  # one of this server's runs, or NotFoundError
+        execution_id = self._unsealed(handle)
         found = self._store().read(lambda conn: file_row(conn, execution_id, OUT, position))
         if found is None:
             raise NotFoundError(f"execution {execution_id} made no file {position}",
@@ -184,6 +214,26 @@ class RunnerMCP:
         return data
 
     # -- the server's side ------------------------------------------------------------------------
+
+    def _reply(self, result: ExecutionResult, owner: str | None,
+               extra: dict[str, Any] | None = None) -> CallToolResult:
+        if owner is not None:
+            with self._lock:
+                made = self._made.pop(owner, None) or deque(maxlen=RECENT)
+                made.append(result.id)
+                self._made[owner] = made  # the newest owner last; the oldest forgotten first
+                while len(self._made) > _REMEMBERED_OWNERS:
+                    self._made.popitem(last=False)
+        return reply(result, extra, handle=self.handle(result.id))
+
+    def _unsealed(self, handle: str) -> str:
+        """The execution id a handle names, if this server sealed it; else NotFoundError
+        (one message whatever is wrong: a client learns nothing from it)."""
+        execution_id, _, _ = handle.partition(".")
+        if not hmac.compare_digest(self.handle(execution_id), handle):
+            raise NotFoundError(f"no execution {execution_id[:80]!r} made through this server",
+                                fix="read the uri a run's reply gives")
+        return execution_id
 
     def _limits(self, base: Limits, timeout_s: float | None, memory_mb: int | None) -> Limits:
         """`base` with what a call asked for: lower limits are the client's to choose, the
@@ -264,9 +314,10 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
                    packages: Annotated[list[str] | None, Field(description="requirements, e.g. ['sympy']")] = None,
                    session_id: Annotated[str | None, Field(description="run in this session")] = None,
                    files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
-                   ) -> Annotated[CallToolResult, dict[str, Any]]:
+                   ctx: Context | None = None) -> Annotated[CallToolResult, dict[str, Any]]:
+        owner = _owner(state, ctx)
         return await state.cancellable(lambda cancel: state.run_python(
-            code, timeout_s, memory_mb, packages, session_id, files, cancel=cancel))
+            code, timeout_s, memory_mb, packages, session_id, files, cancel=cancel, owner=owner))
 
     def open_session(timeout_s: float | None = None, memory_mb: int | None = None,
                      packages: list[str] | None = None, budget_s: float | None = None,
@@ -290,8 +341,11 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
 
     def call_function(name: str, arguments: dict[str, Any] | None = None,
                       files: Annotated[list[FileArgument] | None, Field(description=_FILES)] = None,
-                      ) -> Annotated[CallToolResult, dict[str, Any]]:
-        return state.call_function(name, arguments, files)
+                      ctx: Context | None = None) -> Annotated[CallToolResult, dict[str, Any]]:
+        return state.call_function(name, arguments, files, owner=_owner(state, ctx))
+
+    def list_executions(ctx: Context | None = None) -> list[dict[str, Any]]:
+        return state.list_executions(owner=_owner(state, ctx))
 
     tool(run_python, "Run Python in the sandbox. Returns the result: status (ok, error, timeout, "
                      "memory_limit, denied, ...), stdout, stderr, error, exit_code, duration_ms, "
@@ -309,26 +363,25 @@ def create_server(state: RunnerMCP) -> MCPServer[Any]:
                          "(JSON Schema).")
     tool(call_function, "Call a function of the server's set with arguments (an object matching "
                         "its parameters). Returns the result; its value is return_value.")
-
-    @server.resource("runner://executions", name="recent executions", mime_type="application/json",
-                     description=f"The {RECENT} newest runs made through this server.")
-    def recent() -> list[dict[str, Any]]:
-        return state.recent_executions()
+    tool(list_executions, f"The {RECENT} newest runs this connection made (none for a client "
+                          "that makes each request on its own: each reply gives its run's "
+                          "uri): id, status, tool, code, and the uri to read it in full.")
 
     @server.resource(FILE_URI, name="execution file", mime_type="application/octet-stream",
-                     description="A file a run made through this server, as the log kept it.")
-    def one_file(execution_id: str, position: str) -> bytes:
+                     description="A file a run made through this server, as the log kept it "
+                                 "(its uri is in the run's reply).")
+    def one_file(execution: str, position: str) -> bytes:
         try:
-            return state.execution_file(execution_id, int(position) if position.isdigit() else -1)
+            return state.execution_file(execution, int(position) if position.isdigit() else -1)
         except RunnerError as exc:
             raise ResourceError(f"[{exc.code}] {exc}") from None
 
-    @server.resource("runner://executions/{execution_id}", name="execution",
-                     mime_type="application/json",
-                     description="One run made through this server: request, result, meta.")
-    def one(execution_id: str) -> dict[str, Any]:
+    @server.resource(EXECUTION_URI, name="execution", mime_type="application/json",
+                     description="One run made through this server: request, result, meta "
+                                 "(its uri is in the run's reply).")
+    def one(execution: str) -> dict[str, Any]:
         try:
-            return state.execution(execution_id)
+            return state.execution(execution)
         except RunnerError as exc:
             raise ResourceError(f"[{exc.code}] {exc}") from None
 
@@ -374,7 +427,10 @@ def argument_problem(tool: str, arguments: dict[str, Any], schema: dict[str, Any
 def _owner(state: RunnerMCP, ctx: Context | None) -> str | None:
     """The owner of what this request opens: its client connection when the protocol
     keeps one (a handshake), whose teardown then closes the connection's sessions
-    (registered with the first request that asks); None for a request on its own."""
+    (registered with the first request that asks); None for a request on its own. Over
+    stdio there is one client, whose connection is the process: it owns everything."""
+    if state.sole_owner is not None:
+        return state.sole_owner
     # The SDK's request context reaches its connection only through the session's private
     # attribute (mcp 2.3); a test opens sessions over a handshake to keep this honest.
     connection = getattr(getattr(ctx, "session", None), "_connection", None) if ctx else None
@@ -418,7 +474,9 @@ def _tool_errors(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def serve_stdio(state: RunnerMCP) -> None:
-    """Serve on standard input and output until the client closes them."""
+    """Serve on standard input and output until the client closes them: one client, which
+    owns every session and run (whatever its protocol says of connections)."""
+    state.sole_owner = "stdio"
     create_server(state).run("stdio")
 
 

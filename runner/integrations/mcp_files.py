@@ -15,7 +15,8 @@ and the files a run made, as MCP content the client's model can see.
   sniffed type, never its name) as image content, UTF-8 text as a text resource,
   anything else (SVG and HTML included) as a blob resource. A file past that, or one the
   log kept without its bytes, is a resource link to
-  `runner://executions/{id}/files/{position}`, which the server reads from the log.
+  `runner://executions/{handle}/files/{position}`, which the server reads from the log
+  (the handle is the execution's id and the server's seal on it: mcp.py).
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..agent.feedback import clip
 from ..errors import ConfigurationError
-from ..files import RASTER_IMAGES, input_files
-from ..types import ExecutionResult, InputFile, Status
+from ..files import MAX_INPUT_BYTES, RASTER_IMAGES, input_files
+from ..types import ExecutionResult, InputFile, OutputFile, Status
 from .common import DEFAULT_MAX_OUTPUT_CHARS, block_output, cut_note
 
-__all__ = ["FILE_URI", "MAX_INLINE_BYTES", "FileArgument", "given_files", "reply"]
+__all__ = ["EXECUTION_URI", "FILE_URI", "MAX_INLINE_BYTES", "FileArgument", "given_files", "reply"]
 
-FILE_URI = "runner://executions/{execution_id}/files/{position}"
+EXECUTION_URI = "runner://executions/{execution}"
+FILE_URI = EXECUTION_URI + "/files/{position}"
 MAX_INLINE_BYTES = 512 * 1024  # of a reply's files; the rest are links to read later
 MAX_MODEL_CHARS = DEFAULT_MAX_OUTPUT_CHARS  # of what a run printed, in each of the two forms
 
@@ -80,6 +82,14 @@ def given_files(files: list[FileArgument] | None) -> tuple[InputFile, ...]:
     """The files for the run (runner.files' rules; a ConfigurationError names the problem)."""
     if not files:
         return ()
+    # The total is checked on the encoded sizes before anything is decoded (base64 is 4/3
+    # of its bytes): a client cannot make the server hold more than the limit first.
+    encoded = sum(len(item.text.encode("utf-8", "surrogateescape")) if item.text is not None
+                  else len(item.base64 or "") * 3 // 4 for item in files)
+    if encoded > MAX_INPUT_BYTES:
+        raise ConfigurationError(
+            f"the files given hold about {encoded:,} bytes, over the {MAX_INPUT_BYTES:,} a run "
+            "takes", fix="give fewer or smaller files")
     named: dict[str, bytes] = {}
     for item in files:
         if item.name in named:
@@ -89,37 +99,49 @@ def given_files(files: list[FileArgument] | None) -> tuple[InputFile, ...]:
     return input_files(named)
 
 
-def reply(result: ExecutionResult, extra: dict[str, Any] | None = None) -> CallToolResult:
-    """The tool's reply for a result (see the module docstring)."""
+def reply(result: ExecutionResult, extra: dict[str, Any] | None = None, *,
+          handle: str) -> CallToolResult:
+    """The tool's reply for a result (see the module docstring); `handle` names the
+    execution in the resources' URIs (the server's, which only this reply carries)."""
     data = result.to_json_dict()
-    uris = [FILE_URI.format(execution_id=result.id, position=position)
+    data["uri"] = EXECUTION_URI.format(execution=handle)
+    uris = [FILE_URI.format(execution=handle, position=position)
             for position in range(len(result.files))]
     data["files"] = [{"name": made.name, "size": made.size, "media_type": made.media_type,
                       "sha256": made.sha256, "uri": uri} for made, uri in zip(result.files, uris,
                                                                               strict=True)]
-    note = cut_note(result, f"runner's log (runner://executions/{result.id})")
+    note = cut_note(result, f"runner's log ({data['uri']})")
     for stream in ("stdout", "stderr"):
         data[stream], _ = clip(data[stream], MAX_MODEL_CHARS, note=note)
     data.update(extra or {})
     content: list[ContentBlock] = [TextContent(type="text", text=_model_text(result, extra))]
     budget = MAX_INLINE_BYTES
     for made, uri in zip(result.files, uris, strict=True):
-        if not made.kept or made.size > budget:
+        block = _inline(made, uri) if made.kept and made.size <= budget else None
+        # What a block costs is its size on the wire (base64, or text with JSON's escapes:
+        # a control character is six bytes there), not the file's.
+        cost = len(block.model_dump_json(by_alias=True)) if block is not None else 0
+        if block is None or cost > budget:
             content.append(ResourceLink(type="resource_link", uri=uri, name=made.name,
                                         mime_type=made.media_type, size=made.size))
             continue
-        budget -= made.size
-        encoded = base64.b64encode(made.data).decode("ascii")
-        if made.media_type in RASTER_IMAGES:
-            content.append(ImageContent(type="image", data=encoded, mime_type=made.media_type))
-        elif made.media_type == "text/plain":
-            content.append(EmbeddedResource(type="resource", resource=TextResourceContents(
-                uri=uri, mime_type="text/plain", text=made.data.decode("utf-8", errors="replace"))))
-        else:
-            content.append(EmbeddedResource(type="resource", resource=BlobResourceContents(
-                uri=uri, mime_type=made.media_type, blob=encoded)))
+        budget -= cost
+        content.append(block)
     return CallToolResult(content=content, structured_content=data,
                           is_error=result.status is not Status.OK)
+
+
+def _inline(made: OutputFile, uri: str) -> ContentBlock:
+    """A file as a content block of the reply itself: an image as an image, UTF-8 text as
+    text, anything else as a blob."""
+    encoded = base64.b64encode(made.data).decode("ascii")
+    if made.media_type in RASTER_IMAGES:
+        return ImageContent(type="image", data=encoded, mime_type=made.media_type)
+    if made.media_type == "text/plain":
+        return EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri=uri, mime_type="text/plain", text=made.data.decode("utf-8", errors="replace")))
+    return EmbeddedResource(type="resource", resource=BlobResourceContents(
+        uri=uri, mime_type=made.media_type, blob=encoded))
 
 
 def _model_text(result: ExecutionResult, extra: dict[str, Any] | None) -> str:

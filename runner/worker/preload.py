@@ -85,6 +85,12 @@ def warm_up(loaded: Iterable[str]) -> None:
             # A run that imports matplotlib afresh (not preloaded) finds it through this.
             os.environ["MPLBACKEND"] = FIGURES_BACKEND
             matplotlib.use(FIGURES_BACKEND)
+            from matplotlib.backends import backend_agg
+
+            # A run that picks Agg itself (`matplotlib.use("Agg")`, as scripts written for
+            # servers do) still gets its shown figures: Agg's canvas makes this manager.
+            figures = importlib.import_module(FIGURES_BACKEND.removeprefix("module://"))
+            backend_agg.FigureCanvasAgg.manager_class = figures.FigureManager  # type: ignore[method-assign]
             import matplotlib.pyplot as plt
 
             figure, axes = plt.subplots()

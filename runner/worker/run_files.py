@@ -33,14 +33,24 @@ MAX_SCANNED = 20_000  # entries looked at when finding what changed, whatever a 
 Stamp = tuple[int, int, int, int]
 
 
+# Unicode's bidirectional marks, embeddings, overrides and isolates.
+_DIRECTION_MARKS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                             "\u2066\u2067\u2068\u2069")
+
+
 def name_problem(name: str) -> str | None:
     """Why `name` is not a relative path inside the working directory, or None."""
     if not name:
         return "is empty"
     if name.startswith("/"):
         return "is an absolute path; name a file inside the run's directory"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in name):
         return "holds a control character"
+    if any(0xD800 <= ord(ch) < 0xE000 for ch in name):
+        return "is not valid UTF-8"
+    if any(ch in _DIRECTION_MARKS for ch in name):
+        # They make a name show as another (`\u202egnp.html` shows as "lmth.png").
+        return "holds a text-direction character"
     parts = name.split("/")
     if len(parts) > MAX_DEPTH:
         return f"has more than {MAX_DEPTH} parts"
@@ -114,9 +124,11 @@ def open_parent(root: str, name: str) -> tuple[int, str]:
 
 
 def snapshot() -> dict[str, Stamp]:
-    """Every regular file below the working directory, by name, with its stamp."""
+    """Every regular file below the working directory, by name, with its stamp (and each
+    directory too deep to look into, by its name and a trailing slash)."""
     found: dict[str, Stamp] = {}
-    for name, info in _walk():
+    files, too_deep, _ = _walk()
+    for name, info in files + too_deep:
         found[name] = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     return found
 
@@ -125,19 +137,32 @@ def changed_files(before: dict[str, Stamp], cap_bytes: int) -> dict[str, Any]:
     """The regular files made or changed since `before`, as the report carries them:
     {"files": [[name, index], ...], "files_left_out": [...], "files_truncated": bool,
     BLOBS: [bytes, ...]} (each file's bytes are attachment `index`; protocol.py), empty
-    when nothing changed."""
-    changed = []
-    for name, info in _walk():
+    when nothing changed. What is left out says why where it is not the size cap: a name
+    that cannot be carried, a directory too deep to look into, an end to the looking."""
+    files_found, too_deep, stopped = _walk()
+    changed, notes = [], []
+    for name, info in files_found:
         stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
         if before.get(name) != stamp:
             changed.append(name)
-    if not changed:
+    for name, info in too_deep:
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if before.get(name) != stamp:
+            notes.append(f"{_shown(name)} (more than {MAX_DEPTH} directories deep: not looked "
+                         "into)")
+    if stopped:
+        notes.append(f"(more than {MAX_SCANNED:,} entries: the rest were not looked at)")
+    if not changed and not notes:
         return {}
     files: list[list[Any]] = []
     blobs: list[bytes] = []
     left_out: list[str] = []
     room = cap_bytes
     for name in sorted(changed):
+        problem = name_problem(name)
+        if problem is not None:
+            left_out.append(f"{_shown(name)} ({problem})")
+            continue
         data = _read_regular(name, room) if len(files) < MAX_OUTPUT_FILES else None
         if data is None:
             left_out.append(name)
@@ -145,8 +170,22 @@ def changed_files(before: dict[str, Stamp], cap_bytes: int) -> dict[str, Any]:
         room -= len(data)
         files.append([name, len(blobs)])
         blobs.append(data)
+    left_out = notes + left_out
+    if len(left_out) > MAX_OUTPUT_FILES:  # the count says the rest
+        left_out = [*left_out[:MAX_OUTPUT_FILES - 1],
+                    f"(and {len(left_out) - MAX_OUTPUT_FILES + 1:,} more)"]
     return {"files": files, "files_left_out": left_out, "files_truncated": bool(left_out),
             BLOBS: blobs}
+
+
+def _shown(name: str) -> str:
+    """A name that cannot be carried as it is, as text that can: bytes that are not UTF-8
+    as `\\xff`, what is not printable as `\\u202e`, cut to a readable length."""
+    try:
+        text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to: show it escaped
+        text = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)[:200]
 
 
 def _read_regular(name: str, room: int) -> bytes | None:
@@ -177,10 +216,12 @@ def _read_regular(name: str, room: int) -> bytes | None:
         os.close(fd)
 
 
-def _walk() -> list[tuple[str, os.stat_result]]:
+def _walk() -> tuple[list[tuple[str, os.stat_result]], list[tuple[str, os.stat_result]], bool]:
     """(name, lstat) of every regular file below the working directory, links not
-    followed, at most MAX_DEPTH deep and MAX_SCANNED entries."""
+    followed, at most MAX_DEPTH deep and MAX_SCANNED entries; the directories not looked
+    into for their depth ("name/", lstat); whether the entry limit stopped the walk."""
     found: list[tuple[str, os.stat_result]] = []
+    too_deep: list[tuple[str, os.stat_result]] = []
     pending = [("", 0)]
     scanned = 0
     while pending:
@@ -192,7 +233,7 @@ def _walk() -> list[tuple[str, os.stat_result]]:
         for entry in entries:
             scanned += 1
             if scanned > MAX_SCANNED:
-                return found
+                return found, too_deep, True
             name = prefix + entry.name
             try:
                 info = entry.stat(follow_symlinks=False)
@@ -201,6 +242,8 @@ def _walk() -> list[tuple[str, os.stat_result]]:
             if stat.S_ISDIR(info.st_mode):
                 if depth + 1 < MAX_DEPTH:
                     pending.append((name + "/", depth + 1))
+                else:
+                    too_deep.append((name + "/", info))
             elif stat.S_ISREG(info.st_mode):
                 found.append((name, info))
-    return found
+    return found, too_deep, False
