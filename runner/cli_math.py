@@ -142,7 +142,8 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
         return
     if gold is None or candidate is None:
         raise click.UsageError("give GOLD and CANDIDATE (or --pairs FILE)")
-    with Checker(workers=1, timeout_s=timeout_s) as checker:
+    # One pair: compared in this process, since starting a worker costs more than the check.
+    with Checker(workers=1, timeout_s=timeout_s, in_process=True) as checker:
         verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal,
                                 printed=printed)
     if as_json:

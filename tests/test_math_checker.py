@@ -424,6 +424,29 @@ def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
         assert guarded.check("2", "1+1").equal
 
 
+def test_a_single_check_in_process_starts_no_worker_and_keeps_its_limit(checker):
+    pairs = [("\\frac{x}{2}", "x/2"), ("(x+1)^2", "x^2+2x+1"), ("(x+1)^2", "x^2+x+1"),
+             ("\\frac{1}{2004!}", "\\frac{1}{2005!}"), ("\\sqrt{17}", "4.123105625617661")]
+    with Checker(workers=1, timeout_s=1.0, in_process=True) as single:
+        for gold, candidate in pairs:
+            here, pooled = single.check(gold, candidate), checker.check(gold, candidate)
+            assert (here.equal, here.rule) == (pooled.equal, pooled.rule), (gold, candidate)
+        started = time.monotonic()
+        slow = single.check("1", SLOW)  # slow in Python code: the soft timer stops it here
+        assert (slow.equal, slow.rule, slow.failed) == (False, "timeout", True)
+        assert time.monotonic() - started < 3
+        assert single._pool.worker_pids() == []  # no process was started
+
+
+def test_in_process_checks_off_the_main_thread_use_the_pool():
+    with Checker(workers=1, timeout_s=5.0, in_process=True) as single:
+        verdicts: list[Verdict] = []
+        thread = threading.Thread(target=lambda: verdicts.append(single.check("x+1", "1+x")))
+        thread.start()
+        thread.join()
+        assert verdicts[0].equal and len(single._pool.worker_pids()) == 1
+
+
 def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
     pool = CheckerPool(1)
     try:

@@ -65,8 +65,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict
 
-from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, Failure
-from .checker_worker import MAX_INTEGER_DIGITS, CompareReply, CompareRequest
+from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, CheckerUnavailableError, Failure
+from .checker_worker import MAX_INTEGER_DIGITS, CompareReply, CompareRequest, run_here
 from .normalize import MAX_ANSWER_CHARS, Normalized, normalize_answer
 from .numerals import (
     FLOAT_DIGITS,
@@ -177,17 +177,22 @@ class Checker:
     `workers`: processes for the symbolic step (default: the CPU count, at most 4);
     `timeout_s`: the limit for one symbolic comparison, enforced by killing the process;
     `memory_mb`: each process's address space beyond what it is forked with (a forked
-    process starts with its parent's mappings). Use as a context manager, or call
-    `close()`; the module-level functions share one lazily created Checker.
+    process starts with its parent's mappings); `in_process=True`: comparisons made on
+    the main thread run in this process instead (`checker_worker.run_here`: no process
+    start, which costs more than one comparison, but only the soft timer guards them: for
+    a single check, as `runner math check GOLD CANDIDATE` makes). Use as a context manager,
+    or call `close()`; the module-level functions share one lazily created Checker.
     """
 
     def __init__(self, *, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+                 memory_mb: int = DEFAULT_MEMORY_MB, in_process: bool = False) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.timeout_s = timeout_s
         self.version = checker_version()
+        self.in_process = in_process
+        # Lazy: no process starts until a comparison needs one.
         self._pool = CheckerPool(self.workers, memory_mb=memory_mb)
         self._ids = count(1)
         self._ids_lock = threading.Lock()
@@ -408,8 +413,17 @@ class Checker:
         request = CompareRequest(id=request_id, gold=pair.gold.latex, candidate=pair.candidate.latex,
                                  allow_decimal=allow_decimal, agree=agree,
                                  soft_timeout_s=self.timeout_s * _SOFT_SHARE)
-        outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
-                                                  self.timeout_s - _KILL_MARGIN_S))
+        outcome: CompareReply | Failure
+        if self.in_process and threading.current_thread() is threading.main_thread():
+            try:
+                outcome = run_here(request)
+            except ImportError as exc:
+                raise CheckerUnavailableError(
+                    f"the answer checker's libraries do not import ({exc})",
+                    fix="install them: pip install 'math-verify[antlr4_13_2]'") from None
+        else:
+            outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
+                                                      self.timeout_s - _KILL_MARGIN_S))
         return self._from_outcome(outcome, pair, allow_decimal)
 
     def _from_outcome(self, outcome: CompareReply | Failure, pair: _Pending,
