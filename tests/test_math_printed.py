@@ -139,3 +139,22 @@ def test_hostile_printed_text_is_bounded():
     assert printed_latex("+".join(["x"] * 1999)) is None  # more nodes than the bound
     assert printed_latex("-" * 3999 + "1") is None
     assert time.perf_counter() - started < 5
+
+
+# -- issue 32: a roots() dict maps each root to its multiplicity ---------------------------------
+
+ROOTS = [
+    (str(sympy.roots(x**2 - 2 * x + 1, x)), "1", True),  # {1: 2}: the double root 1
+    (str(sympy.roots(x**2 - 2 * x + 1, x)), "2", False),  # not its multiplicity
+    (str(sympy.roots(x**2 - 5 * x + 6, x)), "2, 3", True),  # {3: 1, 2: 1}
+    (str(sympy.roots(x**2 - 5 * x + 6, x)), "1", False),
+    (str(sympy.roots(x**2 + 1, x)), "\\pm i", True),  # {-I: 1, I: 1}
+    (str(sympy.roots((x - 4)**3, x)), "3", False),  # {4: 3}
+    (str(solve([x + y - 3, x - y - 1], [x, y])), "(2, 1)", True),  # {x: 2, y: 1}: values
+]
+
+
+@pytest.mark.parametrize("printed, gold, equal", ROOTS)
+def test_a_roots_dict_is_its_roots(checker, printed, gold, equal):
+    verdict = checker.check(gold, printed, printed=True)
+    assert verdict.equal is equal, (printed, verdict)

@@ -19,8 +19,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
    and `\\frac13 \\approx 0.5` count for neither value.
 3. `choices`: multiple-choice letters compare as sets (`\\text{A,C,F}` = `A, C, F`).
-4. `hedge`: a candidate followed by words that name another value or hedge it
-   (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`) is not equal to anything.
+4. `hedge`: a candidate followed by words that name another value, hedge or negate it
+   (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`, `5 \\text{ (incorrect)}`) is not equal
+   to anything; so is an `=` chain whose pieces disagree (`6=5`, `x=6=5`).
 5. `text`: a text answer (`\\text{Evelyn}`) compares case-insensitively as words.
 6. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
    A unit on one side only is accepted (the problem fixed it).
@@ -34,8 +35,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    decimals, `a/b`): exact comparison, so `0.3333333` is not `1/3` and `0.25` is `1/4`.
    `float`: a decimal of 12 significant digits or more is a program's floating-point print
    and counts as the exact value it states to that many digits (`0.0833333333333333` for
-   1/12). A decimal comma (`1000,99`, `0,111`) reads as one against a number written with
-   a point (`numerals.decimal_comma`). With `allow_decimal=True` (the problem asked for a
+   1/12), but not a rounding to fewer digits (`numerals.states_float`). A decimal comma
+   (`1000,99`, `0,111`) in the candidate reads as one against a gold written with a point
+   (`numerals.decimal_comma`); a gold `1,3` is two values. With `allow_decimal=True` (the problem asked for a
    decimal or a rounded answer) a decimal agrees with a value when it states that value to
    its own digits (see `numerals.decimal_agrees`). Lists: `1, 2` and `\\{1, 2\\}` are sets
    (order does not matter); `(1, 2)` and `[1, 2)` keep their order and their brackets (open
@@ -87,7 +89,7 @@ __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "c
 
 # Bumped whenever a rule here or in normalize.py changes what is equal, so that published
 # numbers name the checker that produced them.
-CHECKER_RULES_VERSION = "2"
+CHECKER_RULES_VERSION = "3"
 DEFAULT_TIMEOUT_S = 5.0
 # The worker's own interval timer fires at this share of the limit: a clean "timeout"
 # verdict without the cost of killing and restarting a process, when Python code is slow.
@@ -118,7 +120,7 @@ def _package_version(name: str) -> str:
 
 def checker_version() -> str:
     """Which checker decided: the rules' version and Math-Verify's, e.g.
-    `runner-math/2 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
+    `runner-math/3 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
     return (f"runner-math/{CHECKER_RULES_VERSION} "
             f"math-verify/{_package_version('math-verify')} "
             f"latex2sympy2_extended/{_package_version('latex2sympy2_extended')}")
@@ -364,7 +366,8 @@ class Checker:
             return verdict(*_compare_numerals(gold, candidate))
         if gold.key == candidate.key:
             return verdict(True, "identical", "the same after normalisation")
-        gold_number, candidate_number = _number(gold, candidate), _number(candidate, gold)
+        # A decimal comma is read in the candidate only: a gold `-2,1` or `1,3` is two values.
+        gold_number, candidate_number = plain_number(gold.latex), _number(candidate, gold)
         if gold_number is not None and candidate_number is not None:
             if gold_number == candidate_number:
                 return verdict(True, "number", "the same number")
@@ -473,8 +476,8 @@ def _long_forms(gold: str, candidate: str) -> tuple[list[Normalized] | None,
 
 
 def _number(form: Normalized, other: Normalized) -> Fraction | None:
-    """A plain number's value; a number written with a decimal comma (`1000,99`) counts as
-    one only against a number written with a point, which shows that the comma is one."""
+    """A plain candidate number's value; one written with a decimal comma (`1000,99`) counts
+    as one only against a gold written with a point, which shows that the comma is one."""
     value = plain_number(form.latex)
     if value is not None or "." not in other.latex or plain_number(other.latex) is None:
         return value

@@ -4,7 +4,8 @@ A Program-of-Thoughts answer is the last line a program printed: `[2, 3]` (what
 `print(solve(...))` shows: the solutions, not a closed interval), `Matrix([[1], [2]])`,
 `-1 + 2*I` (`I` is the imaginary unit, not a choice letter), `Interval.open(-oo, 3)`,
 `Union(Interval(-oo, 1), Interval.open(2, oo))`, `Rational(1, 2)`, `sqrt(3)/2`,
-`{x: 2, y: 1}`, `(1+2j)`, `1e-05`. `printed_latex(text)` writes such a line as the LaTeX
+`{x: 2, y: 1}` (the values), `{1: 2, -3: 1}` (`roots()`: the roots, not their
+multiplicities), `(1+2j)`, `1e-05`. `printed_latex(text)` writes such a line as the LaTeX
 the checker reads (`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
 
 Nothing of the text is ever evaluated: it is parsed by Python's own parser (`ast.parse`,
@@ -99,6 +100,13 @@ class _Writer:
         return self.write(node)
 
     def assignment(self, node: ast.Dict) -> str:
+        """`{x: 2, y: 1}` (`solve(..., dict=True)`) assigns values to variables: the values.
+        `{1: 2, -3: 1}` (`roots()`) maps each root to its multiplicity: the roots."""
+        variables = [isinstance(key, ast.Name) and key.id not in _NAMES for key in node.keys]
+        if node.keys and not any(variables):
+            return ", ".join(self.write(key) for key in node.keys if key is not None)
+        if not all(variables):
+            raise _NotPrinted
         values = [self.write(value) for value in node.values]
         if len(values) == 1:
             return values[0]
