@@ -83,6 +83,8 @@ from .numerals import (
     significant_digits,
     states_float,
 )
+from .printed import printed_latex
+from .reading import read_answer
 
 __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "check",
            "check_many", "checker_version", "is_equivalent"]
@@ -276,6 +278,8 @@ class Checker:
                 f"of up to {MAX_INTEGER_DIGITS:,} digits) is compared as text only: "
                 f"{'identical' if same else 'they differ'}",
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
+        if printed:
+            candidate = _printed_answer(candidate)
         try:
             gold_forms = long_forms[0] or normalize_answer(gold)
             candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
@@ -440,6 +444,18 @@ class Checker:
                              shown_candidate, allow_decimal, failed=failed,
                              gold_parsed=outcome.gold_parsed,
                              candidate_parsed=outcome.candidate_parsed)
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+
+
+def _printed_answer(candidate: str) -> str:
+    """A program's printed output as its answer: a value Python or sympy printed as it
+    is; a sentence the program printed ("The answer is 5") read as a whole output is."""
+    if len(candidate) > MAX_ANSWER_CHARS or not _WORDS.search(candidate) \
+            or printed_latex(candidate) is not None:
+        return candidate
+    return read_answer(candidate) or candidate
 
 
 def _marked(verdict: Verdict, printed: bool) -> Verdict:

@@ -199,6 +199,14 @@ _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _DEGREE_NUMBER = re.compile(
     r"(\d+(?:\.\d+)?)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))")
 # `\mathrm{e}` and `\mathrm{i}`: Euler's number and the imaginary unit set upright.
+_VARNOTHING = re.compile(r"\\varnothing(?![A-Za-z])")
+# `1e20`, `3e8`, `2.5E-3`: scientific notation, not Euler's number times 20.
+_SCIENTIFIC = re.compile(r"(-?\d+(?:\.\d+)?)[eE]([+-]?\d+)")
+# Text answers that name a value.
+_WORD_VALUES = {"infinity": "\\infty", "positive infinity": "\\infty", "negative infinity": "-\\infty",
+                "all real numbers": "(-\\infty, \\infty)", "no solution": "\\emptyset",
+                "no solutions": "\\emptyset", "empty set": "\\emptyset", "the empty set": "\\emptyset"}
+_PLAIN_WORDS = re.compile(r"[A-Za-z ]+")
 _UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|mathit|operatorname|rm)\s*\{\s*([ei])\s*\}")
 # Words after an answer that name another value or hedge it: `5 \text{ (or 6)}`.
 # Words that negate it make it no answer: `5 \text{ is not the answer}`, `5 \text{ (incorrect)}`.
@@ -300,6 +308,7 @@ def _cleanup(text: str, *, printed: bool = False) -> str:
     if printed or looks_printed(text):
         text = printed_latex(text) or text
     text = _UPRIGHT_CONSTANT.sub(r"\1", text)
+    text = _VARNOTHING.sub(r"\\emptyset", text)
     text = _FRAC_STYLE.sub(r"\\frac", text)
     text = _BINOM_STYLE.sub(r"\\binom", text)
     text = _INVISIBLE_DELIMITER.sub("", text)
@@ -478,6 +487,10 @@ def _one(text: str) -> Normalized:
         text = _DEGREE.sub("", text)
     text = text.strip().rstrip(".,;").strip()
 
+    words = text_key(text)
+    if words in _WORD_VALUES and _PLAIN_WORDS.fullmatch(_TEXT_GROUP.sub(r"\1", text).strip(" .")):
+        value = _WORD_VALUES[words]  # `\text{infinity}`, "No solution": words that name a value
+        return Normalized(latex=value, key=_INSIGNIFICANT_SPACE.sub("", value), plain=words)
     choices = _choices(text)
     if choices is not None:
         key = ",".join(sorted(choices))
@@ -487,6 +500,7 @@ def _one(text: str) -> Normalized:
         if words in _NUMBER_WORDS:
             number = _NUMBER_WORDS[words]
             return Normalized(latex=number, key=number, plain=words)
+
         clock_text = re.fullmatch(r"(\d{1,2}:\d{2}(?::\d{2})?)\s*(.*)", words)
         if clock_text is None:
             return Normalized(latex=text, key=words, words=words, plain=words)
@@ -510,6 +524,9 @@ def _one(text: str) -> Normalized:
         variable = assignment.group(1).replace("{", "").replace("}", "")
         core = core[assignment.end():].strip()
 
+    scientific = _SCIENTIFIC.fullmatch(core)
+    if scientific:
+        core = f"{scientific.group(1)} \\cdot 10^{{{int(scientific.group(2))}}}"
     core = _number_forms(core)
     core = _IMAGINARY_AFTER_DIGIT.sub(" i", core)
     core = _SPACE_RUN.sub(" ", core).strip()

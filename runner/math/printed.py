@@ -5,8 +5,9 @@ A Program-of-Thoughts answer is the last line a program printed: `[2, 3]` (what
 `-1 + 2*I` (`I` is the imaginary unit, not a choice letter), `Interval.open(-oo, 3)`,
 `Union(Interval(-oo, 1), Interval.open(2, oo))`, `Rational(1, 2)`, `sqrt(3)/2`,
 `{x: 2, y: 1}` (the values), `{1: 2, -3: 1}` (`roots()`: the roots, not their
-multiplicities), `(1+2j)`, `1e-05`. `printed_latex(text)` writes such a line as the LaTeX
-the checker reads (`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
+multiplicities), `(1+2j)`, `1e-05`, numpy's `[3. 2.]` and `np.float64(2.0)`.
+`printed_latex(text)` writes such a line as the LaTeX the checker reads
+(`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
 
 Nothing of the text is ever evaluated: it is parsed by Python's own parser (`ast.parse`,
 which builds a tree and runs nothing), and only a fixed set of node kinds and sympy names is
@@ -63,6 +64,7 @@ def printed_latex(text: str) -> str | None:
     text = text.strip()
     if not text or len(text) > MAX_PRINTED_CHARS or "\\" in text:
         return None
+    text = _numpy_array(text)
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -194,6 +196,17 @@ class _Writer:
         return "\\begin{pmatrix}" + " \\\\ ".join(rows) + "\\end{pmatrix}"
 
 
+# numpy prints a 1-D array without commas: `[3. 2.]`, `[ 1 -2  3]`.
+_NUMPY_ARRAY = re.compile(r"\[\s*[-+]?[\d.]+(?:e[-+]?\d+)?(?:\s+[-+]?[\d.]+(?:e[-+]?\d+)?)*\s*\]")
+
+
+def _numpy_array(text: str) -> str:
+    """numpy's print of a 1-D array as a Python list (`[3. 2.]` -> `[3., 2.]`)."""
+    if "," in text or not _NUMPY_ARRAY.fullmatch(text):
+        return text
+    return "[" + ", ".join(text[1:-1].split()) + "]"
+
+
 def _dotted(node: ast.expr) -> str:
     """`Interval.open` from its attribute nodes; only plain names qualify."""
     if isinstance(node, ast.Name):
@@ -302,6 +315,10 @@ _CALLS: dict[str, Callable[[list[str]], str]] = {
     "Intersection": lambda w: " \\cap ".join(w) if len(w) >= 2 else _fail(),
     "FiniteSet": lambda w: "\\{" + ", ".join(w) + "\\}",
     "Tuple": lambda w: "(" + ", ".join(w) + ")",
+    # numpy 2 prints scalars with their type: `np.float64(2.0)`, `np.int64(3)`.
+    **{f"np.{kind}": _arity(1, lambda w: w[0])
+       for kind in ("float64", "float32", "float16", "int64", "int32", "int16", "int8",
+                    "uint64", "uint32", "complex128", "bool_")},
 }
 
 
