@@ -142,7 +142,8 @@ def check_command(gold: str | None, candidate: str | None, pairs_path: str | Non
         return
     if gold is None or candidate is None:
         raise click.UsageError("give GOLD and CANDIDATE (or --pairs FILE)")
-    with Checker(workers=1, timeout_s=timeout_s) as checker:
+    # One pair: compared in this process, since starting a worker costs more than the check.
+    with Checker(workers=1, timeout_s=timeout_s, in_process=True) as checker:
         verdict = checker.check(gold, answer(candidate), allow_decimal=allow_decimal,
                                 printed=printed)
     if as_json:
@@ -232,7 +233,8 @@ def _solve_options(function: Any) -> Any:
                      help="Model messages per problem at most (default: 16 for mathchat, 15 for "
                           "its guided variant, 1 for pot and vanilla)."),
         click.option("--timeout", "timeout_s", type=limit("timeout_s"),
-                     help="Wall-clock limit of each code block in seconds (default 10)."),
+                     help="Wall-clock limit of each code block in seconds (default 10; 5 for "
+                           "mathchat's default and python variants, as AutoGen's proxy)."),
         click.option("--native-tools/--no-native-tools", default=True, show_default=True,
                      help="Also offer the functions as native tool calls (dropped "
                           "automatically when the server refuses them)."),
@@ -287,7 +289,7 @@ def solve_command(problem: str, method: str, variant: str, functions_path: str |
                                    llm_timeout=llm_timeout, retries=retries))
     solution = solve(problem, llm=llm, method=method, variant=_variant(method, variant),
                      functions=functions_path, backend=backend,
-                     max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
+                     max_turns=max_turns, limits=Limits(timeout_s=timeout_s) if timeout_s is not None else None,
                      native_tools=native_tools, gold=gold, on_turn=None if as_json else _show_turn)
     if as_json:
         click.echo(json.dumps(solution.summary_dict(), ensure_ascii=False))

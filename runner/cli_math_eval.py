@@ -204,7 +204,7 @@ def _evaluate(ctx: click.Context, progress: _ProgressBar, *, dataset: str | None
         split=split, types=types or None, levels=levels or None, limit=limit, seed=seed,
         method=method, variant=_variant(method, variant), functions=functions_path,
         backend=backend, concurrency=concurrency,
-        max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
+        max_turns=max_turns, limits=Limits(timeout_s=timeout_s) if timeout_s is not None else None,
         native_tools=native_tools, on_bad_line="skip" if on_bad_line == "skip" else "stop",
         progress=progress)
     skipped = report.record.settings.get("sample", {}).get("skipped_lines") or []

@@ -116,7 +116,8 @@ class _TrainingProgress:
               help="Model messages per problem at most (default 16 for mathchat, 15 for its "
                    "guided variant).")
 @click.option("--timeout", "timeout_s", type=limit("timeout_s"),
-              help="Wall-clock limit of each code block in seconds (default 10).")
+              help="Wall-clock limit of each code block in seconds (default 10; 5 for "
+                   "mathchat's default and python variants, as AutoGen's proxy).")
 @click.option("--native-tools/--no-native-tools", default=True, show_default=True,
               help="Also offer the functions as native tool calls to the agent.")
 @model_options
@@ -260,7 +261,7 @@ def _train(ctx: click.Context, progress: _TrainingProgress, *, train: str | None
         types=types or None, levels=levels or None, limit=limit, seed=seed, epochs=epochs,
         functions=functions_path, method=method, variant=_variant(method, variant),
         backend=backend, concurrency=concurrency,
-        max_turns=max_turns, limits=Limits().with_overrides(timeout_s=timeout_s),
+        max_turns=max_turns, limits=Limits(timeout_s=timeout_s) if timeout_s is not None else None,
         native_tools=native_tools, max_actions=max_actions, max_tries=max_tries,
         patience=patience, show_rolled_back=show_rolled_back, history_tokens=history_tokens,
         optimizer_protocol=optimizer_protocol, out=out_path, set_name=set_name,

@@ -279,7 +279,7 @@ NEW_EQUAL = [
     ("10_{2}", "2_{10}"),
     ("A5_{16}", "245_{8}"),
     ("1000.99", "1000,99"),  # a decimal comma, against a number with a point
-    ("0,111", "0.111"),
+    ("0.111", "0,111"),
     ("\\frac{1}{12}", "0.0833333333333333"),  # a float's print of the exact value
     ("\\sqrt{17}", "4.123105625617661"),
     ("\\frac{1}{2004!}", "\\frac{2005}{2005!}"),
@@ -424,6 +424,29 @@ def test_timeout_inside_python_is_a_verdict_and_the_worker_is_renewed():
         assert guarded.check("2", "1+1").equal
 
 
+def test_a_single_check_in_process_starts_no_worker_and_keeps_its_limit(checker):
+    pairs = [("\\frac{x}{2}", "x/2"), ("(x+1)^2", "x^2+2x+1"), ("(x+1)^2", "x^2+x+1"),
+             ("\\frac{1}{2004!}", "\\frac{1}{2005!}"), ("\\sqrt{17}", "4.123105625617661")]
+    with Checker(workers=1, timeout_s=1.0, in_process=True) as single:
+        for gold, candidate in pairs:
+            here, pooled = single.check(gold, candidate), checker.check(gold, candidate)
+            assert (here.equal, here.rule) == (pooled.equal, pooled.rule), (gold, candidate)
+        started = time.monotonic()
+        slow = single.check("1", SLOW)  # slow in Python code: the soft timer stops it here
+        assert (slow.equal, slow.rule, slow.failed) == (False, "timeout", True)
+        assert time.monotonic() - started < 3
+        assert single._pool.worker_pids() == []  # no process was started
+
+
+def test_in_process_checks_off_the_main_thread_use_the_pool():
+    with Checker(workers=1, timeout_s=5.0, in_process=True) as single:
+        verdicts: list[Verdict] = []
+        thread = threading.Thread(target=lambda: verdicts.append(single.check("x+1", "1+x")))
+        thread.start()
+        thread.join()
+        assert verdicts[0].equal and len(single._pool.worker_pids()) == 1
+
+
 def test_the_pool_kills_a_worker_at_the_hard_deadline_and_replaces_it():
     pool = CheckerPool(1)
     try:
@@ -481,3 +504,68 @@ def test_no_worker_processes_outlive_close():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+# -- issue 32: false accepts, by mechanism -----------------------------------------------------
+
+# (gold, candidate): each is a different answer, or no answer, though an earlier rule read
+# it as the gold.
+ISSUE_32_FALSE_ACCEPTS = {
+    "numbers side by side are not summed": [
+        ("7", "3 4"), ("7", "3\\ 4"), ("7", "3~4"), ("12", "3 4"), ("357", "12 345"),
+        ("5", "2 3"), ("-1", "-3 2"), ("5.5", "2.5 3"),
+    ],
+    "an = chain counts only when its pieces agree": [
+        ("5", "6=5"), ("5", "x=6=5"), ("6", "6=5"), ("5", "5=6"), ("4", "2+2=5"),
+        ("\\frac{1}{2}", "\\frac{1}{3}=\\frac{1}{2}"), ("11", "x = 7 = 11"),
+    ],
+    "negating words make no answer": [
+        ("5", "5 \\text{ is not the answer}"), ("5", "5 \\text{ (incorrect)}"),
+        ("5", "5\\text{ is wrong}"), ("5", "5 \\text{ (not sure)}"), ("5", "5 \\text{ (a guess)}"),
+        ("5", "5 \\text{ or 6}"),
+    ],
+    "a gold list is never a decimal": [
+        ("-2,1", "-2.1"), ("1,3", "1.3"), ("1,22", "1.22"), ("0,5", "0.5"),
+    ],
+    "a decimal comma in braces is a decimal comma": [
+        ("25", "2{,}5"), ("2{,}5", "25"), ("105", "10{,}5"),
+    ],
+    "a rounding is not the exact value": [
+        ("\\frac{1}{3}", "0.3333333333334"), ("\\frac{1}{3}", "0.333333333333"),
+        ("\\frac{1}{3}", "0.3333333333333"), ("\\frac{2}{3}", "0.6666666666666"),
+        ("\\sqrt{2}", "1.414213562373"), ("\\sqrt{2}", "1.414213562373096"),  # last digit off
+        ("\\frac{1}{7}", "0.1428571428571"),
+    ],
+}
+
+
+@pytest.mark.parametrize("gold, candidate", [pair for pairs in ISSUE_32_FALSE_ACCEPTS.values()
+                                             for pair in pairs], ids=lambda text: text[:30])
+def test_issue_32_false_accepts_are_closed(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert not verdict.equal, verdict
+
+
+def sympy_float(expression: str) -> object:
+    """What sympy prints for a value as a Float (its 15 digits), from the real call."""
+    import sympy
+
+    return sympy.N(sympy.sympify(expression))
+
+
+# What the same mechanisms still accept: the reading each one keeps.
+ISSUE_32_KEPT = [
+    ("12345", "12 345"), ("1234567", "1 234 567"), ("3, 4", "3 4"), ("\\{3, 4\\}", "4 3"),
+    ("4", "2+2=4"), ("5", "x=5"), ("\\frac{1}{2}", "\\frac{2}{4}=\\frac{1}{2}"),
+    ("0.5", "\\frac{1}{2} = 0.5"), ("5", "5 \\text{ apples}"),
+    ("-2.1", "-2,1"), ("1000.99", "1000,99"), ("23000", "23{,}000"), ("2.5", "2{,}5"),
+    ("\\frac{1}{3}", repr(1 / 3)), ("\\frac{2}{3}", repr(2 / 3)), ("\\sqrt{2}", repr(2 ** 0.5)),
+    ("\\frac{1}{3}", str(sympy_float("1/3"))), ("\\frac{1}{7}", str(sympy_float("1/7"))),
+    ("\\frac{1}{12}", "0.0833333333333333"),
+]
+
+
+@pytest.mark.parametrize("gold, candidate", ISSUE_32_KEPT, ids=lambda text: text[:30])
+def test_issue_32_readings_that_stay(checker, gold, candidate):
+    verdict = checker.check(gold, candidate)
+    assert verdict.equal, verdict

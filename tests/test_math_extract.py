@@ -145,3 +145,34 @@ def test_hostile_whole_outputs_are_read_in_linear_time():
         extract_answer(text, fallback=True)
     # generous bound: a quadratic scan of these inputs would take minutes
     assert time.perf_counter() - started < 20
+
+
+# -- issue 32: the text's last word on the answer ----------------------------------------------
+
+# (whole output, what it answers: None when its last word retracts, negates or hedges)
+LAST_WORD = [
+    ("The answer is \\boxed{5}. Wait, actually the answer is 6.", "6"),
+    ("So \\boxed{5}. Sorry, I made a mistake: the answer is 7.", "7"),
+    ("\\boxed{6} is wrong, the answer is 5.", "5"),
+    ("\\boxed{6} (incorrect). The answer is $5$.", "5"),
+    ("$\\boxed{6}$ is not correct.", None),
+    ("first guess \\boxed{3}; the answer is \\boxed{4}", "4"),
+    ("I guessed \\boxed{3}, but actually \\boxed{4}.", "4"),
+    ("The answer is not 5", None),
+    ("The answer isn't $5$.", None),
+    ("The answer is 5 (or possibly 6).", None),
+    ("It is either 5 or 6.", None),
+    ("The answer is maybe 5.", None),
+    # what stays: boxes that are parts of one answer, a box after a negation
+    ("\\boxed{1}, \\boxed{2}", "1, 2"),
+    ("The roots are \\boxed{2} and \\boxed{3}.", "2, 3"),
+    ("The answer is not 4. It is \\boxed{5}.", "5"),
+    ("Since x is not negative, the answer is \\boxed{5}.", "5"),
+    ("\\boxed{5}. I hope the answer is correct.", "5"),
+    ("The answer is 5.", "5"),
+]
+
+
+@pytest.mark.parametrize("text, answer", LAST_WORD)
+def test_the_last_word_on_the_answer_counts(text, answer):
+    assert extract_answer(text, fallback=True) == answer

@@ -139,3 +139,70 @@ def test_hostile_printed_text_is_bounded():
     assert printed_latex("+".join(["x"] * 1999)) is None  # more nodes than the bound
     assert printed_latex("-" * 3999 + "1") is None
     assert time.perf_counter() - started < 5
+
+
+# -- issue 32: a roots() dict maps each root to its multiplicity ---------------------------------
+
+ROOTS = [
+    (str(sympy.roots(x**2 - 2 * x + 1, x)), "1", True),  # {1: 2}: the double root 1
+    (str(sympy.roots(x**2 - 2 * x + 1, x)), "2", False),  # not its multiplicity
+    (str(sympy.roots(x**2 - 5 * x + 6, x)), "2, 3", True),  # {3: 1, 2: 1}
+    (str(sympy.roots(x**2 - 5 * x + 6, x)), "1", False),
+    (str(sympy.roots(x**2 + 1, x)), "\\pm i", True),  # {-I: 1, I: 1}
+    (str(sympy.roots((x - 4)**3, x)), "3", False),  # {4: 3}
+    (str(solve([x + y - 3, x - y - 1], [x, y])), "(2, 1)", True),  # {x: 2, y: 1}: values
+]
+
+
+@pytest.mark.parametrize("printed, gold, equal", ROOTS)
+def test_a_roots_dict_is_its_roots(checker, printed, gold, equal):
+    verdict = checker.check(gold, printed, printed=True)
+    assert verdict.equal is equal, (printed, verdict)
+
+
+# -- issue 32: forms numpy prints, and sentences programs print ----------------------------------
+
+
+def printed_by(program: str) -> str:
+    """What `program` prints (its last line), from a real run in this process."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(program, {})  # the test's own program
+    return out.getvalue().strip().splitlines()[-1]
+
+
+NUMPY_AND_SENTENCES = [
+    ("import numpy as np\nprint(np.roots([1, -5, 6]))", "2, 3", True),  # [3. 2.]
+    ("import numpy as np\nprint(np.roots([1, -5, 6]))", "2, 4", False),
+    ("import numpy as np\nprint(np.array([1, -2, 3]))", "1, -2, 3", True),  # [ 1 -2  3]
+    ("import numpy as np\nprint([np.float64(2.0), np.float64(3.0)])", "2, 3", True),
+    ("import numpy as np\nprint(np.float64(0.5))", "\\frac{1}{2}", True),
+    ("import numpy as np\nprint(repr(np.float64(0.25)))", "\\frac{1}{4}", True),
+    ("print(f'The answer is {2 + 3}')", "5", True),
+    ("print(f'The answer is {2 + 3}')", "6", False),
+    ("print('x =', 7)", "7", True),
+]
+
+
+@pytest.mark.parametrize("program, gold, equal", NUMPY_AND_SENTENCES)
+def test_numpy_forms_and_printed_sentences(checker, program, gold, equal):
+    printed = printed_by(program)
+    verdict = checker.check(gold, printed, printed=True)
+    assert verdict.equal is equal, (printed, verdict)
+
+
+SCIENTIFIC_AND_WORDS = [
+    ("10^{20}", "1e20", True), ("300000000", "3e8", True), ("3 \\cdot 10^{8}", "3e8", True),
+    ("3e", "3e", True), ("2e", "2 \\cdot 10", False), ("0.0025", "2.5E-3", True),
+    ("\\infty", "\\text{infinity}", True), ("-\\infty", "\\text{infinity}", False),
+    ("(-\\infty, \\infty)", "\\text{all real numbers}", True), ("\\emptyset", "\\varnothing", True),
+    ("\\emptyset", "\\text{no solution}", True),
+]
+
+
+@pytest.mark.parametrize("gold, candidate, equal", SCIENTIFIC_AND_WORDS)
+def test_scientific_notation_and_words_that_name_values(checker, gold, candidate, equal):
+    assert checker.check(gold, candidate).equal is equal

@@ -19,8 +19,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
    and `\\frac13 \\approx 0.5` count for neither value.
 3. `choices`: multiple-choice letters compare as sets (`\\text{A,C,F}` = `A, C, F`).
-4. `hedge`: a candidate followed by words that name another value or hedge it
-   (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`) is not equal to anything.
+4. `hedge`: a candidate followed by words that name another value, hedge or negate it
+   (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`, `5 \\text{ (incorrect)}`) is not equal
+   to anything; so is an `=` chain whose pieces disagree (`6=5`, `x=6=5`).
 5. `text`: a text answer (`\\text{Evelyn}`) compares case-insensitively as words.
 6. `unit`: both sides name a unit and the units differ (85 feet vs 85 inches): not equal.
    A unit on one side only is accepted (the problem fixed it).
@@ -34,8 +35,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    decimals, `a/b`): exact comparison, so `0.3333333` is not `1/3` and `0.25` is `1/4`.
    `float`: a decimal of 12 significant digits or more is a program's floating-point print
    and counts as the exact value it states to that many digits (`0.0833333333333333` for
-   1/12). A decimal comma (`1000,99`, `0,111`) reads as one against a number written with
-   a point (`numerals.decimal_comma`). With `allow_decimal=True` (the problem asked for a
+   1/12), but not a rounding to fewer digits (`numerals.states_float`). A decimal comma
+   (`1000,99`, `0,111`) in the candidate reads as one against a gold written with a point
+   (`numerals.decimal_comma`); a gold `1,3` is two values. With `allow_decimal=True` (the problem asked for a
    decimal or a rounded answer) a decimal agrees with a value when it states that value to
    its own digits (see `numerals.decimal_agrees`). Lists: `1, 2` and `\\{1, 2\\}` are sets
    (order does not matter); `(1, 2)` and `[1, 2)` keep their order and their brackets (open
@@ -65,8 +67,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict
 
-from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, Failure
-from .checker_worker import MAX_INTEGER_DIGITS, CompareReply, CompareRequest
+from .checker_pool import DEFAULT_MEMORY_MB, CheckerPool, CheckerUnavailableError, Failure
+from .checker_worker import MAX_INTEGER_DIGITS, CompareReply, CompareRequest, run_here
 from .normalize import MAX_ANSWER_CHARS, Normalized, normalize_answer
 from .numerals import (
     FLOAT_DIGITS,
@@ -81,13 +83,15 @@ from .numerals import (
     significant_digits,
     states_float,
 )
+from .printed import printed_latex
+from .reading import read_answer
 
 __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "check",
            "check_many", "checker_version", "is_equivalent"]
 
 # Bumped whenever a rule here or in normalize.py changes what is equal, so that published
 # numbers name the checker that produced them.
-CHECKER_RULES_VERSION = "2"
+CHECKER_RULES_VERSION = "3"
 DEFAULT_TIMEOUT_S = 5.0
 # The worker's own interval timer fires at this share of the limit: a clean "timeout"
 # verdict without the cost of killing and restarting a process, when Python code is slow.
@@ -118,7 +122,7 @@ def _package_version(name: str) -> str:
 
 def checker_version() -> str:
     """Which checker decided: the rules' version and Math-Verify's, e.g.
-    `runner-math/2 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
+    `runner-math/3 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
     return (f"runner-math/{CHECKER_RULES_VERSION} "
             f"math-verify/{_package_version('math-verify')} "
             f"latex2sympy2_extended/{_package_version('latex2sympy2_extended')}")
@@ -177,17 +181,22 @@ class Checker:
     `workers`: processes for the symbolic step (default: the CPU count, at most 4);
     `timeout_s`: the limit for one symbolic comparison, enforced by killing the process;
     `memory_mb`: each process's address space beyond what it is forked with (a forked
-    process starts with its parent's mappings). Use as a context manager, or call
-    `close()`; the module-level functions share one lazily created Checker.
+    process starts with its parent's mappings); `in_process=True`: comparisons made on
+    the main thread run in this process instead (`checker_worker.run_here`: no process
+    start, which costs more than one comparison, but only the soft timer guards them: for
+    a single check, as `runner math check GOLD CANDIDATE` makes). Use as a context manager,
+    or call `close()`; the module-level functions share one lazily created Checker.
     """
 
     def __init__(self, *, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 memory_mb: int = DEFAULT_MEMORY_MB) -> None:
+                 memory_mb: int = DEFAULT_MEMORY_MB, in_process: bool = False) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.timeout_s = timeout_s
         self.version = checker_version()
+        self.in_process = in_process
+        # Lazy: no process starts until a comparison needs one.
         self._pool = CheckerPool(self.workers, memory_mb=memory_mb)
         self._ids = count(1)
         self._ids_lock = threading.Lock()
@@ -269,6 +278,8 @@ class Checker:
                 f"of up to {MAX_INTEGER_DIGITS:,} digits) is compared as text only: "
                 f"{'identical' if same else 'they differ'}",
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
+        if printed:
+            candidate = _printed_answer(candidate)
         try:
             gold_forms = long_forms[0] or normalize_answer(gold)
             candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
@@ -359,7 +370,8 @@ class Checker:
             return verdict(*_compare_numerals(gold, candidate))
         if gold.key == candidate.key:
             return verdict(True, "identical", "the same after normalisation")
-        gold_number, candidate_number = _number(gold, candidate), _number(candidate, gold)
+        # A decimal comma is read in the candidate only: a gold `-2,1` or `1,3` is two values.
+        gold_number, candidate_number = plain_number(gold.latex), _number(candidate, gold)
         if gold_number is not None and candidate_number is not None:
             if gold_number == candidate_number:
                 return verdict(True, "number", "the same number")
@@ -408,8 +420,17 @@ class Checker:
         request = CompareRequest(id=request_id, gold=pair.gold.latex, candidate=pair.candidate.latex,
                                  allow_decimal=allow_decimal, agree=agree,
                                  soft_timeout_s=self.timeout_s * _SOFT_SHARE)
-        outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
-                                                  self.timeout_s - _KILL_MARGIN_S))
+        outcome: CompareReply | Failure
+        if self.in_process and threading.current_thread() is threading.main_thread():
+            try:
+                outcome = run_here(request)
+            except ImportError as exc:
+                raise CheckerUnavailableError(
+                    f"the answer checker's libraries do not import ({exc})",
+                    fix="install them: pip install 'math-verify[antlr4_13_2]'") from None
+        else:
+            outcome = self._pool.compare(request, max(self.timeout_s * _SOFT_SHARE,
+                                                      self.timeout_s - _KILL_MARGIN_S))
         return self._from_outcome(outcome, pair, allow_decimal)
 
     def _from_outcome(self, outcome: CompareReply | Failure, pair: _Pending,
@@ -423,6 +444,18 @@ class Checker:
                              shown_candidate, allow_decimal, failed=failed,
                              gold_parsed=outcome.gold_parsed,
                              candidate_parsed=outcome.candidate_parsed)
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+
+
+def _printed_answer(candidate: str) -> str:
+    """A program's printed output as its answer: a value Python or sympy printed as it
+    is; a sentence the program printed ("The answer is 5") read as a whole output is."""
+    if len(candidate) > MAX_ANSWER_CHARS or not _WORDS.search(candidate) \
+            or printed_latex(candidate) is not None:
+        return candidate
+    return read_answer(candidate) or candidate
 
 
 def _marked(verdict: Verdict, printed: bool) -> Verdict:
@@ -459,8 +492,8 @@ def _long_forms(gold: str, candidate: str) -> tuple[list[Normalized] | None,
 
 
 def _number(form: Normalized, other: Normalized) -> Fraction | None:
-    """A plain number's value; a number written with a decimal comma (`1000,99`) counts as
-    one only against a number written with a point, which shows that the comma is one."""
+    """A plain candidate number's value; one written with a decimal comma (`1000,99`) counts
+    as one only against a gold written with a point, which shows that the comma is one."""
     value = plain_number(form.latex)
     if value is not None or "." not in other.latex or plain_number(other.latex) is None:
         return value

@@ -347,6 +347,29 @@ def run(request: CompareRequest) -> CompareReply:
                                    f"{request.soft_timeout_s:g} s")
 
 
+def run_here(request: CompareRequest) -> CompareReply:
+    """`run` in the calling process, for a single check (`runner math check GOLD CANDIDATE`):
+    starting a worker process costs more than the comparison. Call it on the main thread
+    (the soft timer is a signal). Only the soft timer guards it: a long C call is not
+    stopped and no memory limit is set, which is why batches use the pool.
+    ImportError when the checker's libraries are missing (the pool says the same as
+    CheckerUnavailableError)."""
+    import math_verify  # noqa: F401  # missing libraries: the caller's error, not a verdict
+
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    digits = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(MAX_INTEGER_DIGITS + 10)
+    quiet = logging.getLogger("math_verify")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL + 1)  # it logs every parse failure and timeout
+    try:
+        return run(request)
+    finally:
+        quiet.setLevel(level)
+        sys.set_int_max_str_digits(digits)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _compare_guarded(request: CompareRequest) -> CompareReply:
     """`compare`, with what goes wrong inside it as a reply (a SoftTimeout passes through)."""
     try:

@@ -16,7 +16,8 @@ Methods (all answers go through the same checker):
     message (`default` with the paper's three strategies), "Continue" for a reply with
     neither code nor answer, the last expression of a block printed when it prints
     nothing, AutoGen's texts for errors, missing and too long output, a repeated result
-    and invalid replies, at most 16 model messages. `two_tools` needs Wolfram Alpha and is
+    and invalid replies, AutoGen's rule for when a reply ends the conversation, 5 s per
+    block unless a timeout is given, at most 16 model messages. `two_tools` needs Wolfram Alpha and is
     refused with that reason.
   - `guided`: this project's own code-block agent, with MathChat's turn limit and stop
     rule: a system prompt with the method, structured feedback with error codes (a block
@@ -55,7 +56,7 @@ from ..types import Limits
 from .checker import Checker, Verdict, asks_for_decimal, check
 from .datasets import Problem
 from .extract import last_boxed
-from .mathchat_proxy import WOLFRAM_UNREACHABLE, MathChatProxyProtocol
+from .mathchat_proxy import BLOCK_TIMEOUT_S, WOLFRAM_UNREACHABLE, MathChatProxyProtocol
 
 if TYPE_CHECKING:
     from ..agent.llm import ChatModel
@@ -273,10 +274,21 @@ def make_agent(llm: ChatModel, *, method: str = "mathchat", variant: str | None 
     chosen = check_method(method)
     variant = check_variant(chosen, variant)
     protocol = math_protocol(chosen, native_tools=native_tools, variant=variant, functions=functions)
+    if isinstance(protocol, MathChatProxyProtocol):
+        limits = proxy_limits(limits, sandbox)
     return Agent(llm, functions, protocol=protocol,
                  sandbox=sandbox, max_turns=max_turns or default_max_turns(chosen, variant),
                  budget_s=budget_s, limits=limits, max_feedback_chars=max_output_chars,
                  log=log, on_turn=on_turn)
+
+
+def proxy_limits(limits: Limits | None, sandbox: Sandbox | None) -> Limits:
+    """The limits of AutoGen's proxy: its 5 s per block (`BLOCK_TIMEOUT_S`) unless the
+    caller set a timeout itself (in `limits`, or in the sandbox's own limits)."""
+    base = limits if limits is not None else sandbox.limits if sandbox is not None else Limits()
+    if "timeout_s" in base.model_fields_set:
+        return base
+    return base.model_copy(update={"timeout_s": BLOCK_TIMEOUT_S})
 
 
 def solution_from_run(run: AgentRun, *, method: str, problem: str, gold: str | None,

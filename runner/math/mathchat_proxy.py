@@ -12,17 +12,30 @@ and rules here are those of AG2 0.9.10's `autogen/agentchat/contrib/math_user_pr
   for the step-by-step process with Python queries only. `two_tools` also offers Wolfram
   Alpha, which needs an app id and the network: the sandbox has neither, so it is refused
   with that reason (`ConfigurationError`).
-- A reply with no code block and a `\\boxed{}` answer ends the conversation with that
-  answer (the last box). A reply with neither code nor a box is a reasoning step: it is
-  answered with AutoGen's "Continue. Please keep solving the problem until you need to
-  query. (If you get to the answer, put it in \\boxed{}.)".
-- Every closed ```python block runs, in order, in one sandbox session per problem (AutoGen runs
-  the earlier blocks' code again before each block; a session keeps the same state without
-  running anything twice). A block that calls no `print` has its last statement printed
-  when it is an expression (AutoGen wraps the last line in `print()` when the block has no
-  `print(` and that line has no `=` or tab; here the block's syntax decides, so `a == b`
-  and a multi-line last expression are printed too, and `x = 1` is not). A block in any
-  other language gets "Error: Unknown language.".
+- A reply ends the conversation when AutoGen's `_is_termination_msg_mathchat` says so: it
+  has no closed block tagged exactly `python` (or `wolfram`), and AutoGen's `get_answer`
+  reads a non-empty answer, which is then the answer (`autogen_answer`): the last
+  `\\boxed{...}` written with its brace right after `\\boxed`. So a box beside an untagged,
+  `text` or `py` block ends it (the block does not run); `\\fbox{3}`, `\\boxed 3`, `\\boxed {3}`
+  and `\\boxed{}` are no answer; of `\\boxed{6} ... \\fbox{10}` the answer is 6. A reply
+  with neither code nor an answer is a reasoning step: it is answered with AutoGen's
+  "Continue. Please keep solving the problem until you need to query. (If you get to the
+  answer, put it in \\boxed{}.)".
+- Every closed ```python block runs, in order, in one sandbox session per problem, with
+  AutoGen's 5 s per block (`BLOCK_TIMEOUT_S`, unless the caller sets `Limits.timeout_s`).
+  A block that calls no `print` has its last statement printed when it is an expression
+  (AutoGen wraps the last line in `print()` when the block has no `print(` and that line
+  has no `=` or tab; here the block's syntax decides, so `a == b` and a multi-line last
+  expression are printed too, and `x = 1` is not). A block in any other language gets
+  "Error: Unknown language.".
+- Deliberate differences from AutoGen: it runs the earlier blocks' code again before each
+  block (after re-running them without `print` to see whether they still work); a live
+  session keeps the same state without running anything twice, which is faster and gives
+  the same results for deterministic code. When a block is stopped (a timeout) the
+  session's process goes with it, and the message says so after AutoGen's "Error:
+  Timeout". A block tagged `py`, `python3`, `Python` or `sympy` runs here, where AutoGen
+  answers "Error: Unknown language." (its prompt asks for ```python; the other tags name
+  the same language).
 - What the model reads of each block is AutoGen's: the printed output; "Error: " and the
   error (traceback lines naming files removed); "No output found. Make sure you print the
   results." (an invalid query) when a block without `print` printed nothing, "No output
@@ -62,7 +75,7 @@ from typing import TYPE_CHECKING, Literal
 from ..agent.actions import Action, AnswerAction, CodeAction, ParsedReply
 from ..agent.feedback import ActionReport, notes_text
 from ..agent.llm import ChatReply, Message
-from ..agent.parsing import fenced_blocks, last_boxed
+from ..agent.parsing import fenced_blocks
 from ..agent.protocols.base import ConversationRules, ReplyProtocol
 from ..agent.protocols.code import PYTHON
 from ..agent.protocols.tools import tool_call_actions, tool_messages
@@ -73,9 +86,9 @@ from ..types import ExecutionResult, Status
 if TYPE_CHECKING:
     from ..functions import FunctionSet
 
-__all__ = ["CONTINUE", "INVALID_LIMIT", "MAX_OUTPUT_CHARS", "PROMPTS", "REVISIT", "SAME_RESULT",
+__all__ = ["BLOCK_TIMEOUT_S", "CONTINUE", "INVALID_LIMIT", "MAX_OUTPUT_CHARS", "PROMPTS", "REVISIT", "SAME_RESULT",
            "SYSTEM_MESSAGE", "TOO_LONG", "MathChatProxyProtocol", "PromptVariant",
-           "print_last_expression"]
+           "autogen_answer", "ends_conversation", "print_last_expression"]
 
 PromptVariant = Literal["default", "python", "two_tools"]
 
@@ -138,9 +151,16 @@ NO_OUTPUT = "No output found."
 UNKNOWN_LANGUAGE = "Error: Unknown language."
 MAX_OUTPUT_CHARS = 2000  # AutoGen's limit on one block's output
 INVALID_LIMIT = 3  # AutoGen's max_invalid_q_per_step
+BLOCK_TIMEOUT_S = 5.0  # AutoGen's `execute_code(..., timeout=5)` for each query
 WOLFRAM_UNREACHABLE = (
     "the two_tools prompt needs Wolfram Alpha (an app id and network access from the "
     "user proxy); the sandbox has no network and runner has no Wolfram client")
+
+# The tag of a fence as written (AutoGen's `(\w+)?`, case kept): only `python` and
+# `wolfram` make a reply a query rather than a final answer.
+_FENCE_TAG = re.compile(r"[ \t]*`{3,}[ \t]*(\w*)")
+_QUERY_TAGS = frozenset({"python", "wolfram"})
+_BOX = "\\boxed"
 
 # A traceback line naming a file, which AutoGen removes from errors.
 _FILE_LINE = re.compile(r'File "[^"]+", line \d+, in .+\n')
@@ -157,6 +177,42 @@ def print_last_expression(code: str) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
             return code
     return wrap_last_expression(code, "print", tree)
+
+
+def autogen_answer(text: str) -> str | None:
+    """The answer AutoGen's `math_utils.get_answer` reads (from the MATH repository's
+    `last_boxed_only_string` and `remove_boxed`): from the last `\\boxed` (or, with none,
+    the last `\\fbox`) to where its braces balance, counted from there; an answer only
+    when that reads `\\boxed{...}`. So `\\fbox{3}`, `\\boxed 3` and `\\boxed {3}` give
+    None and `\\boxed{}` gives "". Linear in the text's length."""
+    start = text.rfind(_BOX)
+    if start < 0:
+        start = text.rfind("\\fbox")
+        if start < 0:
+            return None
+    depth = 0
+    for index in range(start, len(text)):
+        character = text[index]
+        if character == "{":
+            depth += 1
+        elif character == "}":
+            depth -= 1
+            if depth == 0:
+                boxed = text[start:index + 1]
+                return boxed[len(_BOX) + 1:-1] if boxed.startswith(_BOX + "{") else None
+    return None
+
+
+def ends_conversation(content: str) -> str | None:
+    """The final answer when a reply ends the conversation as AutoGen's
+    `_is_termination_msg_mathchat` decides (no closed block tagged `python` or `wolfram`,
+    and a non-empty `autogen_answer`), else None."""
+    for block in fenced_blocks(content):
+        tag = _FENCE_TAG.match(content, block.start)
+        if block.closed and tag is not None and tag.group(1) in _QUERY_TAGS:
+            return None
+    answer = autogen_answer(content)
+    return answer if answer else None
 
 
 class MathChatProxyProtocol(ReplyProtocol):
@@ -194,6 +250,10 @@ class MathChatProxyProtocol(ReplyProtocol):
         return None
 
     def parse(self, reply: ChatReply, functions: FunctionSet) -> ParsedReply:
+        if not reply.tool_calls:
+            answer = ends_conversation(reply.content)
+            if answer is not None:
+                return ParsedReply(actions=(AnswerAction(answer=answer),))
         actions: list[Action] = []
         calls, problems = tool_call_actions(reply) if reply.tool_calls else ([], [])
         actions += calls
@@ -204,9 +264,6 @@ class MathChatProxyProtocol(ReplyProtocol):
             actions.append(CodeAction(code=block.body, language=language or "unknown"))
         if actions or problems:
             return ParsedReply(actions=tuple(actions), problems=tuple(problems))
-        answer = last_boxed(reply.content)
-        if answer is not None:
-            return ParsedReply(actions=(AnswerAction(answer=answer),))
         return ParsedReply()  # a reasoning step: answered with CONTINUE
 
     def conversation_rules(self) -> ConversationRules:

@@ -14,16 +14,18 @@ What is normalised, in order:
 - `\\mathrm{e}` and `\\mathrm{i}` -> `e` and `i` (Euler's number, the imaginary unit);
 - `\\dfrac`/`\\tfrac` -> `\\frac`, `\\dbinom`/`\\tbinom` -> `\\binom`, `\\left`/`\\right`/`\\big`
   sizes, `\\displaystyle`; `\\mbox`, `\\textbf`, `\\mathrm`, ... -> `\\text`;
-- thousands separators: `10,\\!000`, `2\\,598\\,960`, `23{,}000`, `1,000,000` (a group
-  never starts with 0: `0,111` keeps its comma, a decimal comma the checker may read);
+- thousands separators: `10,\\!000`, `2\\,598\\,960`, `23{,}000`, `1,000,000`, `12 345` (a
+  group never starts with 0: `0,111` keeps its comma, a decimal comma the checker may read
+  in a candidate); `2{,}5` is LaTeX's decimal comma, 2.5; numbers side by side that are
+  not grouped digits are a list (`3 4` -> `3, 4`), never a sum or a product;
 - spacing commands `\\! \\, \\; \\: \\ ~ \\quad`; a trailing `.`, `,` or `;`;
 - `\\$` and `%` (recorded as the units "dollar" and "percent"), degrees (`^\\circ`, `°`,
   "degrees": the unit "degree", or converted to radians inside trig functions, where
   `\\sin 30^\\circ` means `\\sin(\\pi/6)`);
 - trailing unit and noun words (`85\\text{ feet}`, `10 ways`, `9\\text{ a.m.}`,
   `440\\text{ cm}^2`): known units are recorded in a canonical name, nouns are dropped;
-  words that hedge or name another value (`\\text{ (or 6)}`, `\\text{ (approximately 8)}`)
-  are recorded as the form's `hedge`;
+  words that hedge, negate or name another value (`\\text{ (or 6)}`, `\\text{ (approximately
+  8)}`, `\\text{ is not the answer}`, `\\text{ (incorrect)}`) are recorded as the form's `hedge`;
 - `x \\approx 11`: the variable's name is not an alternative;
 - `\\text{ and }`/`\\text{ or }` between items -> `,`;
 - `x = 5` -> `5` when the right side has no variables;
@@ -177,7 +179,10 @@ _SIZING = re.compile(r"\\(?:left|right|[bB]igg?[lr]?|displaystyle|textstyle)(?![
 _TEXT_COMMAND = re.compile(
     r"\\(?:textnormal|textrm|textbf|textit|textsf|texttt|textup|mbox|hbox|text|mathrm|mathbf"
     r"|mathit|mathsf)\s*\{")
-_BRACED_COMMA = re.compile(r"(?<=\d)\s?\{\s?,\s?\}\s?(?=\d)")
+# `23{,}000` groups thousands; `2{,}5` is LaTeX's decimal comma (braced so that no space
+# follows it), read as a point.
+_BRACED_COMMA = re.compile(r"(?<=\d)\s?\{\s?,\s?\}\s?(?=\d{3}(?!\d))")
+_BRACED_DECIMAL_COMMA = re.compile(r"(?<=\d)\s?\{\s?,\s?\}\s?(?=\d)")
 _BANG_THOUSANDS = re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))")
 _THIN_THOUSANDS = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
 # `\\` (a row break in a matrix) is matched first so its second backslash is never read
@@ -194,10 +199,21 @@ _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _DEGREE_NUMBER = re.compile(
     r"(\d+(?:\.\d+)?)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))")
 # `\mathrm{e}` and `\mathrm{i}`: Euler's number and the imaginary unit set upright.
+_VARNOTHING = re.compile(r"\\varnothing(?![A-Za-z])")
+# `1e20`, `3e8`, `2.5E-3`: scientific notation, not Euler's number times 20.
+_SCIENTIFIC = re.compile(r"(-?\d+(?:\.\d+)?)[eE]([+-]?\d+)")
+# Text answers that name a value.
+_WORD_VALUES = {"infinity": "\\infty", "positive infinity": "\\infty", "negative infinity": "-\\infty",
+                "all real numbers": "(-\\infty, \\infty)", "no solution": "\\emptyset",
+                "no solutions": "\\emptyset", "empty set": "\\emptyset", "the empty set": "\\emptyset"}
+_PLAIN_WORDS = re.compile(r"[A-Za-z ]+")
 _UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|mathit|operatorname|rm)\s*\{\s*([ei])\s*\}")
 # Words after an answer that name another value or hedge it: `5 \text{ (or 6)}`.
+# Words that negate it make it no answer: `5 \text{ is not the answer}`, `5 \text{ (incorrect)}`.
 _HEDGE = re.compile(r"(?<![A-Za-z])(?:or|approx(?:imately)?|about|around|roughly|maybe|perhaps"
-                    r"|possibly|nearly|almost|circa|estimated)(?![A-Za-z])|≈|~", re.IGNORECASE)
+                    r"|possibly|nearly|almost|circa|estimated|not|no|isn't|never|neither|nor"
+                    r"|either|incorrect|wrong|false|unsure|guess(?:ed)?)(?![A-Za-z])|≈|~",
+                    re.IGNORECASE)
 _TEXT_CONNECTIVE = re.compile(r"\\text\{\s*,?\s*(?:and|or)\s*\}")
 _EMPTY_ITEMS = re.compile(r",\s*(?:,\s*)+")
 _APPROX = re.compile(r"\\approx(?![A-Za-z])|≈")
@@ -260,8 +276,24 @@ def _flatten_text_commands(text: str) -> str:
 def _thousands(text: str) -> str:
     """Separators that can only group digits: `{,}`, `,\\!` and `\\,` before three digits."""
     text = _BRACED_COMMA.sub("", text)
+    text = _BRACED_DECIMAL_COMMA.sub(".", text)
     text = _BANG_THOUSANDS.sub("", text)
     return _THIN_THOUSANDS.sub("", text)
+
+
+# Numbers side by side are never a sum: `12 345` groups thousands with spaces (SI style),
+# `3 4` is two values.
+_GROUPED_DIGITS = re.compile(r"-?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?")
+_SIDE_BY_SIDE = re.compile(r"-?\d+(?:\.\d+)?(?: -?\d+(?:\.\d+)?)+")
+
+
+def _juxtaposed(text: str) -> str:
+    """`12 345` -> `12345`; `3 4` -> `3, 4` (two values, never `7` or `12`)."""
+    if _GROUPED_DIGITS.fullmatch(text):
+        return text.replace(" ", "")
+    if _SIDE_BY_SIDE.fullmatch(text):
+        return ", ".join(text.split(" "))
+    return text
 
 
 def _comma_number(text: str) -> str:
@@ -276,6 +308,7 @@ def _cleanup(text: str, *, printed: bool = False) -> str:
     if printed or looks_printed(text):
         text = printed_latex(text) or text
     text = _UPRIGHT_CONSTANT.sub(r"\1", text)
+    text = _VARNOTHING.sub(r"\\emptyset", text)
     text = _FRAC_STYLE.sub(r"\\frac", text)
     text = _BINOM_STYLE.sub(r"\\binom", text)
     text = _INVISIBLE_DELIMITER.sub("", text)
@@ -294,18 +327,23 @@ def _letters_outside_commands(text: str) -> bool:
 def _alternatives(text: str, *, candidate: bool) -> list[str]:
     """`a \\approx b` and purely numeric `a = b` chains state one answer several ways.
 
-    A gold answer's pieces are all accepted. A candidate's numeric `=` chain counts by its
-    last piece only (`2+2=5` claims 5), as Math-Verify reads equations; `\\approx` pieces
-    all count (an exact value and its approximation)."""
+    A gold answer's pieces are all accepted. A candidate's pieces are all returned too, and
+    the checker accepts them only when they agree (`6=5` and `x=6=5` are no answer, `2+2=4`
+    is 4), as it does for `\\approx` alternatives. A chain that starts with a variable
+    (`x=6=5`) keeps it on every piece (`x=6`, `x=5`)."""
     parts = [part.strip() for part in _APPROX.split(text)]
     if len(parts) > 1 and _LABEL.fullmatch(parts[0]):
         parts = parts[1:]  # `x \approx 11`: the variable's name, not an alternative
     expanded: list[str] = []
     for part in parts:
         pieces = [piece.strip() for piece in part.split("=")]
+        label = ""
+        # `x=6=5`, not `x_1 = a, x_2 = b` (a list of assignments)
+        if len(pieces) > 2 and _LABEL.fullmatch(pieces[0]) and "," not in part:
+            label, pieces = pieces[0] + " = ", pieces[1:]
         if len(pieces) > 1 and all(piece and not _letters_outside_commands(piece)
                                    for piece in pieces):
-            expanded.extend(pieces[-1:] if candidate else pieces)
+            expanded.extend(label + piece for piece in pieces)
         else:
             expanded.append(part)
     return [part for part in expanded if part] or [text]
@@ -449,6 +487,10 @@ def _one(text: str) -> Normalized:
         text = _DEGREE.sub("", text)
     text = text.strip().rstrip(".,;").strip()
 
+    words = text_key(text)
+    if words in _WORD_VALUES and _PLAIN_WORDS.fullmatch(_TEXT_GROUP.sub(r"\1", text).strip(" .")):
+        value = _WORD_VALUES[words]  # `\text{infinity}`, "No solution": words that name a value
+        return Normalized(latex=value, key=_INSIGNIFICANT_SPACE.sub("", value), plain=words)
     choices = _choices(text)
     if choices is not None:
         key = ",".join(sorted(choices))
@@ -458,6 +500,7 @@ def _one(text: str) -> Normalized:
         if words in _NUMBER_WORDS:
             number = _NUMBER_WORDS[words]
             return Normalized(latex=number, key=number, plain=words)
+
         clock_text = re.fullmatch(r"(\d{1,2}:\d{2}(?::\d{2})?)\s*(.*)", words)
         if clock_text is None:
             return Normalized(latex=text, key=words, words=words, plain=words)
@@ -473,7 +516,7 @@ def _one(text: str) -> Normalized:
     core = _TEXT_CONNECTIVE.sub(",", core)
     core = _EMPTY_ITEMS.sub(", ", core).strip().strip(",").strip().rstrip(".").strip()
 
-    core = _comma_number(core)
+    core = _juxtaposed(_comma_number(core))
     assignment = _ASSIGNMENT.match(core)
     variable = None
     if assignment and "=" not in core[assignment.end():] and \
@@ -481,6 +524,9 @@ def _one(text: str) -> Normalized:
         variable = assignment.group(1).replace("{", "").replace("}", "")
         core = core[assignment.end():].strip()
 
+    scientific = _SCIENTIFIC.fullmatch(core)
+    if scientific:
+        core = f"{scientific.group(1)} \\cdot 10^{{{int(scientific.group(2))}}}"
     core = _number_forms(core)
     core = _IMAGINARY_AFTER_DIGIT.sub(" i", core)
     core = _SPACE_RUN.sub(" ", core).strip()

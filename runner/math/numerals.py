@@ -13,9 +13,10 @@ without the symbolic step, exactly, with these helpers:
 - `decimal_agrees` (a decimal states a value to its digits, when the problem asked for a
   decimal) and `approximates` (two alternatives of one answer, `\\frac{7}{2} \\approx 4`,
   state the same value, one rounded or cut to its places);
-- `states_float`: a decimal of at least `FLOAT_DIGITS` significant digits (a program's
-  floating-point print, `0.0833333333333333` for 1/12) states the exact value it agrees
-  with to that many digits;
+- `states_float`: a decimal that is a program's print of a value (the double nearest it
+  printed in full, `4.123105625617661` for `\\sqrt{17}`, or sympy's 15 correctly rounded
+  digits, `0.0833333333333333` for 1/12) states that exact value; a shorter rounding or a
+  wrong last digit does not;
 - `exact_decimals`: decimal literals rewritten as exact fractions for the symbolic step.
 
 All patterns are linear-time and lengths are capped: answers are hostile input.
@@ -24,6 +25,7 @@ All patterns are linear-time and lengths are capped: answers are hostile input.
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Context, Decimal, localcontext
 from fractions import Fraction
 
 __all__ = ["FLOAT_DIGITS", "approximates", "decimal_agrees", "decimal_comma", "decimal_places", "exact_decimals",
@@ -39,8 +41,14 @@ _DECIMAL_COMMA = re.compile(r"(-?)(\d+),(\d+)")
 _NUMERAL = re.compile(r"(?=[0-9A-Z.]*[0-9])([0-9A-Z]+(?:\.[0-9A-Z]+)?)_\{?\s*(\d{1,2})\s*\}?")
 _DIGITS = re.compile(r"[0-9A-Z]+(?:\.[0-9A-Z]+)?")
 _MAX_DIGITS = 200
-# A decimal this long is a floating-point print of a value, not a rounding someone chose.
+# A decimal this long may be a floating-point print of a value rather than a rounding
+# someone chose; `states_float` decides whether it is one.
 FLOAT_DIGITS = 12
+# sympy prints a Float to 15 significant digits: a decimal of that many digits or more,
+# correctly rounded, is such a print.
+PRINT_DIGITS = 15
+# Exact decimal division for `states_float` (a value to 60 digits is ample for 17).
+_DECIMALS = Context(prec=60)
 
 
 def plain_number(latex: str) -> Fraction | None:
@@ -210,12 +218,28 @@ def approximates(first: Fraction, first_places: int | None, second: Fraction,
 
 
 def states_float(value: Fraction, literal: str) -> bool:
-    """Whether `literal`, a decimal of at least `FLOAT_DIGITS` significant digits, states
-    `value` to that many significant digits (as a float prints an exact result)."""
+    """Whether `literal`, a decimal of at least `FLOAT_DIGITS` significant digits, is what a
+    program prints for `value`: Python's (and numpy's) shortest print of the double nearest
+    `value` (`4.123105625617661` for `\\sqrt{17}`), or `value` correctly rounded to the
+    literal's digits when there are `PRINT_DIGITS` or more (sympy's 15-digit
+    `0.0833333333333333` for 1/12). A decimal of 12 or 13 digits, or one whose last digit is
+    off (`0.3333333333334`), is a rounding, not the exact value."""
     if decimal_places(literal) is None or significant_digits(literal) < FLOAT_DIGITS:
         return False
     stated = Fraction(literal.strip())
-    return abs(stated - value) <= abs(value) * Fraction(1, 10 ** FLOAT_DIGITS)
+    try:
+        if Fraction(repr(float(value))) == stated:
+            return True
+    except OverflowError:  # beyond any double: no program printed it as one
+        return False
+    digits = significant_digits(literal)
+    if digits < PRINT_DIGITS or value == 0:
+        return False
+    with localcontext(_DECIMALS):
+        exact = Decimal(value.numerator) / Decimal(value.denominator)
+        step = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+        return any(Fraction(exact.quantize(step, rounding=rounding)) == stated
+                   for rounding in (ROUND_HALF_EVEN, ROUND_HALF_UP))
 
 
 def exact_decimals(latex: str) -> str:

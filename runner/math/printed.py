@@ -4,8 +4,10 @@ A Program-of-Thoughts answer is the last line a program printed: `[2, 3]` (what
 `print(solve(...))` shows: the solutions, not a closed interval), `Matrix([[1], [2]])`,
 `-1 + 2*I` (`I` is the imaginary unit, not a choice letter), `Interval.open(-oo, 3)`,
 `Union(Interval(-oo, 1), Interval.open(2, oo))`, `Rational(1, 2)`, `sqrt(3)/2`,
-`{x: 2, y: 1}`, `(1+2j)`, `1e-05`. `printed_latex(text)` writes such a line as the LaTeX
-the checker reads (`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
+`{x: 2, y: 1}` (the values), `{1: 2, -3: 1}` (`roots()`: the roots, not their
+multiplicities), `(1+2j)`, `1e-05`, numpy's `[3. 2.]` and `np.float64(2.0)`.
+`printed_latex(text)` writes such a line as the LaTeX the checker reads
+(`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
 
 Nothing of the text is ever evaluated: it is parsed by Python's own parser (`ast.parse`,
 which builds a tree and runs nothing), and only a fixed set of node kinds and sympy names is
@@ -62,6 +64,7 @@ def printed_latex(text: str) -> str | None:
     text = text.strip()
     if not text or len(text) > MAX_PRINTED_CHARS or "\\" in text:
         return None
+    text = _numpy_array(text)
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -99,6 +102,13 @@ class _Writer:
         return self.write(node)
 
     def assignment(self, node: ast.Dict) -> str:
+        """`{x: 2, y: 1}` (`solve(..., dict=True)`) assigns values to variables: the values.
+        `{1: 2, -3: 1}` (`roots()`) maps each root to its multiplicity: the roots."""
+        variables = [isinstance(key, ast.Name) and key.id not in _NAMES for key in node.keys]
+        if node.keys and not any(variables):
+            return ", ".join(self.write(key) for key in node.keys if key is not None)
+        if not all(variables):
+            raise _NotPrinted
         values = [self.write(value) for value in node.values]
         if len(values) == 1:
             return values[0]
@@ -184,6 +194,17 @@ class _Writer:
             cells = row.elts if isinstance(row, ast.List) else [row]
             rows.append(" & ".join(self.write(cell) for cell in cells))
         return "\\begin{pmatrix}" + " \\\\ ".join(rows) + "\\end{pmatrix}"
+
+
+# numpy prints a 1-D array without commas: `[3. 2.]`, `[ 1 -2  3]`.
+_NUMPY_ARRAY = re.compile(r"\[\s*[-+]?[\d.]+(?:e[-+]?\d+)?(?:\s+[-+]?[\d.]+(?:e[-+]?\d+)?)*\s*\]")
+
+
+def _numpy_array(text: str) -> str:
+    """numpy's print of a 1-D array as a Python list (`[3. 2.]` -> `[3., 2.]`)."""
+    if "," in text or not _NUMPY_ARRAY.fullmatch(text):
+        return text
+    return "[" + ", ".join(text[1:-1].split()) + "]"
 
 
 def _dotted(node: ast.expr) -> str:
@@ -294,6 +315,10 @@ _CALLS: dict[str, Callable[[list[str]], str]] = {
     "Intersection": lambda w: " \\cap ".join(w) if len(w) >= 2 else _fail(),
     "FiniteSet": lambda w: "\\{" + ", ".join(w) + "\\}",
     "Tuple": lambda w: "(" + ", ".join(w) + ")",
+    # numpy 2 prints scalars with their type: `np.float64(2.0)`, `np.int64(3)`.
+    **{f"np.{kind}": _arity(1, lambda w: w[0])
+       for kind in ("float64", "float32", "float16", "int64", "int32", "int16", "int8",
+                    "uint64", "uint32", "complex128", "bool_")},
 }
 
 

@@ -19,6 +19,13 @@ in this order:
    (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`) or the last number (`1,000.99`, `2/3`, `100%`,
    `3 hours`) in the text, whichever ends later.
 
+The text's last word on the answer counts: a box called wrong (`\\boxed{6} is wrong`,
+`(incorrect)`) is no answer, only what follows it is read; a later "the answer is X" after
+a correction ("Wait, actually", "instead", "mistake") wins over an earlier box; a box after
+a correction is not joined to the one before it ("first guess \\boxed{3}; the answer is
+\\boxed{4}" reads 4); "the answer is not X" with no answer after it, and an answer read
+from prose whose sentence hedges ("5 (or possibly 6)", "either 5 or 6"), give none.
+
 Inline math (`$...$`, `\\(...\\)`) stays on one line, as LaTeX's does; a span broken over
 lines is not mathematics and nothing in it is read. A number is read only where it starts
 a word (`AZYUK2A` holds none). A MathChat reply is read by the last box alone
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Iterator
 from itertools import islice
 from typing import NamedTuple
 
@@ -49,6 +57,19 @@ class _Found(NamedTuple):
 
 _BOX_SEPARATOR = re.compile(r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])|[,;]")
 _NEAR = 10  # characters between two boxes that join them whatever they are
+# Words that make what follows a correction of what came before.
+_CORRECTION = re.compile(r"(?<![A-Za-z])(?:answer|actually|wait|instead|correct(?:ion|ed)?|wrong"
+                         r"|incorrect|mistake|guess|rather|sorry|oops|final)(?![A-Za-z])",
+                         re.IGNORECASE)
+# Words right after an answer that call it wrong: `\boxed{6} is wrong`, `\boxed{6} (incorrect)`.
+_RETRACTED = re.compile(r"[ \t$.,:;]*\(?\s*(?:is|was)?\s*(?:not\s+(?:correct|right|the\s+answer)"
+                        r"|(?:incorrect|wrong|false|a\s+mistake)(?![A-Za-z]))", re.IGNORECASE)
+# A statement that the answer is not something: "The answer is not 5".
+_NEGATED = re.compile(r"(?<![A-Za-z])answer\s+(?:is\s+not|isn't|is\s+never|cannot\s+be|can't\s+be"
+                      r"|is\s+definitely\s+not)(?![A-Za-z])", re.IGNORECASE)
+# Words in an answer's sentence that hedge it: "5 (or possibly 6)", "either 5 or 6".
+_HEDGING = re.compile(r"(?<![A-Za-z])(?:possibly|maybe|perhaps|either|probably|unsure|not\s+sure)"
+                      r"(?![A-Za-z])", re.IGNORECASE)
 _FAR = 70  # ... or that join them when a separator is among them
 
 
@@ -69,6 +90,8 @@ def _box_group(text: str) -> _Found | None:
         if box is None:  # broken, or holding the later box
             break
         between = text[box.end:next_start]
+        if _CORRECTION.search(between):
+            break  # "first guess \boxed{3}; the answer is \boxed{4}": a correction, not a part
         if not (len(between) < _NEAR or (len(between) < _FAR and box.content != contents[-1]
                                          and _BOX_SEPARATOR.search(between))):
             break
@@ -352,19 +375,47 @@ def read_answer(text: str) -> str | None:
     """The final answer of a whole output (see the module docstring), or None."""
     last_box = max((match.end() for match in BOX_COMMAND.finditer(text)), default=None)
     boxes = _box_group(text)
+    if boxes is not None:
+        retraction = _RETRACTED.match(text, boxes.end)
+        if retraction is not None:  # "\boxed{6} is wrong, ...": only what follows can answer
+            return read_answer(text[retraction.end():])
     final = _final_statement(text)
     if last_box is not None and boxes is None and (final is None or final.end <= last_box):
         return None  # the last box is cut off or empty: the model's final word is broken
     chosen = max((found for found in (boxes, final) if found is not None),
                  key=lambda found: found.end, default=None)
-    if chosen is None:
-        chosen = _answer_statement(text)
+    statement = _answer_statement(text)
+    if chosen is not None and statement is not None and statement.end > chosen.end \
+            and _CORRECTION.search(text, chosen.end, statement.end - len(statement.answer)):
+        chosen = statement  # "... \boxed{5}. Wait, actually the answer is 6.": the correction
+    boxed = chosen is not None
+    chosen = chosen or statement
+    negation = _last(_NEGATED.finditer(text))
+    if negation is not None and (chosen is None or negation.start() >= chosen.end - len(chosen.answer)):
+        return None  # "The answer is not 5": the text's last word on the answer denies one
     if chosen is None:
         whole = _answer_like(text)
         if whole is not None:
             return _unwrapped(whole)
         chosen = _last_math(text)
+    if chosen is not None and not boxed and _HEDGING.search(_sentence_around(text, chosen.end)):
+        return None  # "The answer is 5 (or possibly 6)": no one answer
     return _unwrapped(chosen.answer) if chosen is not None else None
+
+
+def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
+    found = None
+    for found in matches:  # noqa: B007  # the last one is wanted
+        pass
+    return found
+
+
+def _sentence_around(text: str, end: int) -> str:
+    """The sentence (or line) in which an answer that ends at `end` stands."""
+    start = max(0, end - _STATEMENT_CHARS)
+    before = _last(_SENTENCE_END.finditer(text, start, max(start, end - 1)))
+    after = _SENTENCE_END.search(text, end)
+    return text[before.end() if before else start:after.start() if after else len(text)]
 
 
 def _unwrapped(answer: str) -> str | None:
