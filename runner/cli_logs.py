@@ -424,10 +424,13 @@ def logs_check(as_json: bool) -> None:
 
 @logs_group.command("recover")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def logs_recover(as_json: bool) -> None:
+@click.option("--force", is_flag=True,
+              help="Recover even while other processes have the log open (what they write "
+                   "meanwhile is lost).")
+def logs_recover(as_json: bool, force: bool) -> None:
     """Copy every readable row of a damaged log into a new log that takes its place; the
-    damaged file is kept beside it (runner.db.damaged-<time>). Stop other runner processes
-    first."""
+    damaged file is kept beside it (runner.db.damaged-<time>). Refused while other
+    processes have the log open (it names them)."""
     from .logs.recovery import check, recover
     from .paths import log_db_path
 
@@ -439,7 +442,7 @@ def logs_recover(as_json: bool) -> None:
         else:
             _echo(f"{path} is sound: nothing to recover")
         return
-    report = recover(path)
+    report = recover(path, force=force)
     if as_json:
         _echo(json.dumps({**report.model_dump(mode="json"), "recovered": True,
                           "copied": report.copied}, ensure_ascii=False))

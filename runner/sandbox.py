@@ -119,6 +119,19 @@ class Sandbox:
         self.record(request, result, meta)
         return result
 
+    def check_packages(self, packages: Iterable[str]) -> None:
+        """A ConfigurationError now, saying why, when this tier cannot have `packages`
+        (a requirement that does not parse, a package outside the allowlist, on the
+        restricted tier anything beyond its modules), found without installing anything:
+        for a caller that takes packages at construction and runs later."""
+        wanted = packages_argument(packages)
+        refusal = getattr(self._backend, "package_refusal", None)
+        problem = refusal(list(wanted)) if wanted and callable(refusal) else None
+        if problem:
+            raise ConfigurationError(problem, fix=f"ask for packages the {self.backend} tier "
+                                                  "has, or use a tier that installs them "
+                                                  "(jail or docker)")
+
     def session(self, *, limits: Limits | None = None, packages: Iterable[str] | None = None,
                 budget_s: float | None = None) -> Session:
         """Blocks that share state (variables persist), each with `limits`, all within

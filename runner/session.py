@@ -55,6 +55,7 @@ class Session:
         self.budget = budget
         self.blocks = 0
         self.restarts = 0
+        self._ended: tuple[int, ExecutionResult] | None = None  # the last block that did not end ok
         self._closed = False
         # One block at a time: the worker's session child, the budget and the block count
         # are shared state that concurrent blocks would corrupt.
@@ -102,10 +103,32 @@ class Session:
             if fresh and self.blocks > 0:
                 self.restarts += 1
                 block_meta["session_restarted"] = True
+                result = self._say_state_lost(result)
             self.budget.charge(result)
+        if result.status is not Status.OK:
+            self._ended = (self.blocks, result)
         self.blocks += 1
         self._sandbox.record(request, result, block_meta)
         return result
+
+    def _say_state_lost(self, result: ExecutionResult) -> ExecutionResult:
+        """A block that ran in a fresh session and missed a name an earlier block defined:
+        its NameError says the state was lost, when and why (the earlier block's end),
+        instead of leaving the model to think the name was never defined."""
+        error = result.error
+        if error is None or error.type not in _LOST_NAME_ERRORS:
+            return result
+        why = "an earlier block's process ended"
+        if self._ended is not None:
+            number, ended = self._ended
+            reason = ended.error.message if ended.error is not None else str(ended.status)
+            why = f"block {number + 1} ended {ended.status}: {reason.split(';')[0]}"
+        note = (f"the session's state was lost: {why}; this block ran in a fresh session, "
+                "so what earlier blocks defined is gone: define it again")
+        update = {"message": f"{error.message} ({note})"}
+        if error.traceback:  # what integrations show a model: the note ends it too
+            update["traceback"] = f"{error.traceback.rstrip(chr(10))}\nNote: {note}\n"
+        return result.model_copy(update={"error": error.model_copy(update=update)})
 
     @property
     def budget_s(self) -> float | None:
@@ -129,6 +152,9 @@ class Session:
                  tb: TracebackType | None) -> None:
         self.close()
 
+
+# What a block raises when a name an earlier block made is missing.
+_LOST_NAME_ERRORS = frozenset({"NameError", "UnboundLocalError"})
 
 # What a session's process holds for all its blocks: set when it starts, the same for every
 # block (a later block could not get more than the first: raising a hard limit needs a

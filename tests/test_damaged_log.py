@@ -191,3 +191,30 @@ def test_a_damaged_turn_is_skipped_and_the_run_shown(real_log, tmp_path: Path):
     checked = runner(database.parent, "logs", "check")
     assert checked.returncode == 1 and "the log is damaged" in checked.stdout
 
+
+
+def test_recover_refuses_while_another_process_has_the_log_open(real_log, tmp_path: Path):
+    """A viewer or an evaluation left running would write to the damaged file while it is
+    copied (and lose it): recover names the process and waits to be asked again;
+    --force recovers anyway."""
+    source, ids, _ = real_log
+    database = damaged_copy(source, tmp_path / "home", b"indexagent_runs_status", 5, b"\xff\xfe\xff")
+    home = database.parent
+    holder = subprocess.Popen([sys.executable, "-c",
+                               f"import sys, time\nf = open({str(database)!r}, 'rb')\n"
+                               "print('open', flush=True)\ntime.sleep(120)\n"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        refused = runner(home, "logs", "recover")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert f"have {database} open (pid {holder.pid})" in refused.stderr, refused.stderr
+        assert "runner logs recover --force" in refused.stderr
+        assert not list(home.glob("runner.db.damaged-*"))  # nothing was moved
+        forced = runner(home, "logs", "recover", "--force", "--json")
+        assert forced.returncode == 0, forced.stderr
+        assert json.loads(forced.stdout)["recovered"] is True
+    finally:
+        holder.kill()
+        holder.wait()
+    assert set(ids) <= set(listed(home))

@@ -476,3 +476,22 @@ def test_shell_blocks_run_in_the_container_and_elsewhere_say_what_to_write(store
         refused = executor.execute_code_blocks([python("pip install numpy", "sh")])
     assert refused.exit_code == 1 and "sh blocks do not run here" in refused.output
     assert "```python" in refused.output and "--backend" not in refused.output
+
+
+@pytest.mark.parametrize("backend, packages, says", [
+    ("restricted", ["pandas"], "not available in the restricted backend"),
+    ("jail", ["not a requirement!"], "not a requirement"),
+])
+def test_packages_a_tier_cannot_have_are_refused_when_the_executor_is_made(backend, packages, says):
+    """Not at the first block, in the middle of a conversation: when the executor is made,
+    with the fix, and nothing installed or started."""
+    pytest.importorskip("autogen")
+    from runner.errors import ConfigurationError
+    from runner.integrations.ag2 import RunnerCodeExecutor
+
+    with Sandbox(backend=backend, log_store=False) as sandbox:
+        with pytest.raises(ConfigurationError) as refused:
+            RunnerCodeExecutor(sandbox, packages=packages)
+        assert says in refused.value.message and "tier" in (refused.value.fix or "")
+        with RunnerCodeExecutor(sandbox, packages=["sympy"]) as executor:
+            assert executor is not None  # what the tier has is taken

@@ -393,3 +393,36 @@ def test_a_client_server_that_cannot_set_up_the_client_is_tried_again_then_named
     assert fix.startswith("runner: fix: start the cluster")
     clients = set(re.findall(r"New data connection from client (\w+)", logs))
     assert len(clients) == 2  # two connections (a client reconnects under the same id)
+
+
+def test_a_dead_actor_is_named_as_the_actor_and_rays_noise_stays_off_stderr(ray_cluster, tmp_path: Path):
+    """`runner exec` on the cluster, its actor's process killed while the run runs (the
+    node alive): the error names the actor that died, not a lost node, stderr holds
+    runner's own lines only (Ray's warnings go to the log), and the next command runs."""
+    env = {**os.environ, "RUNNER_HOME": str(tmp_path / "home")}
+    command = [sys.executable, "-m", "runner", "exec", "--backend", "ray", "--ray-address",
+               ray_cluster.address, "--json", "-"]
+    run = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert run.stdin is not None
+    run.stdin.write("print('started', flush=True)\n" + BUSY_SECOND * 30)
+    run.stdin.close()
+    run.stdin = None
+
+    def running() -> bool:
+        found = subprocess.run(["pgrep", "-f", "ray::SandboxActor.run"], capture_output=True)
+        return found.returncode == 0
+
+    _wait_for(running, 120, "the run to start on an actor")
+    subprocess.run(["pkill", "-9", "-f", "ray::SandboxActor.run"], check=False)
+    out, err = run.communicate(timeout=180)
+    assert out.startswith("{"), (run.returncode, out[:3000], err[:3000])
+    result = json.loads(out)
+    assert run.returncode == 1 and result["status"] == "crashed", err
+    message = result["error"]["message"]
+    assert "the sandbox actor running this on Ray node 127.0.0.1/" in message and "died" in message
+    assert "was lost while" not in message
+    assert "Traceback" not in err and "(raylet)" not in err and "WARNING" not in err, err
+    again = subprocess.run(command, env=env, input="print('next')", capture_output=True,
+                           text=True, timeout=180)
+    assert again.returncode == 0 and json.loads(again.stdout)["stdout"] == "next\n", again.stderr

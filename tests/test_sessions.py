@@ -40,7 +40,12 @@ def test_a_timeout_ends_the_state_and_the_next_block_starts_fresh(sandbox):
         assert "state is lost" in killed.error.message
         after = session.run("print(kept)")
         assert after.status == Status.ERROR and after.error.type == "NameError"
+        # the block that misses the name says why it is missing, and what a model reads
+        # (the traceback) ends with it too
+        lost = "the session's state was lost: block 2 ended timeout: wall-clock time limit"
+        assert lost in after.error.message and lost in after.error.traceback.splitlines()[-1]
         assert session.restarts == 1
+        assert "state was lost" not in session.run("print(undefined_name)").error.message
         assert session.run("print('works')").stdout == "works\n"
 
 

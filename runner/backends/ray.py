@@ -55,6 +55,7 @@ from .ray_pool import (
     Lost,
     PoolConfig,
     State,
+    log,
     lost_result,
     no_capacity_result,
     on_node,
@@ -91,6 +92,7 @@ def _connect(address: str | None) -> None:
             try:
                 ray.init(address=target, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING, configure_logging=False)
+                _errors_to_the_log()
                 break
             except Exception as exc:  # Ray's errors: translated here, once, in one line
                 if attempt < _CLIENT_INIT_TRIES and _client_init_failed(exc):
@@ -106,6 +108,23 @@ def _connect(address: str | None) -> None:
                         "or ray://host:10001), or leave the address out for a local Ray"
                 ) from None
         _connection_users, _connection_owned, _connection_address = 1, True, address
+
+
+def _errors_to_the_log() -> None:
+    """Ray's driver prints the cluster's error messages ("(raylet) A worker died or was
+    killed...", a dozen lines) on standard output, whatever `log_to_driver` says: into a
+    command's `--json` output and a user's terminal. They go to runner's logger instead
+    (at debug level: what died reaches the caller in the run's result, in runner's words).
+    The hook is the module function Ray's listener thread calls; a Ray without it prints
+    as before."""
+    import ray._private.worker as ray_worker
+
+    if callable(getattr(ray_worker, "print_to_stdstream", None)):
+        def to_the_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+            lines = data.get("lines") or []
+            log.debug("Ray (%s): %s", data.get("pid"), " ".join(map(str, lines))[:2000])
+
+        ray_worker.print_to_stdstream = to_the_log
 
 
 _CLIENT_INIT_TRIES = 2  # each failure takes Ray Client 30 s or more
@@ -275,7 +294,8 @@ class RaySession:
             except Lost:
                 self._drop()
                 # Not "fresh" yet: the next block's reply says its session started anew.
-                return lost_result(base, actor.node, actor.lost_reason, started), False
+                return lost_result(base, actor.node, actor.lost_reason, started,
+                                   node_died=actor.node_died), False
             return on_node(result, actor.node), bool(fresh)
 
     def _drop(self) -> None:

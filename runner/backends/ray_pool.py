@@ -77,6 +77,7 @@ class Actor:
     served: int = 0
     sessions: int = 0
     lost_reason: str = ""
+    node_died: bool = False  # lost with its node (else only the actor's process died)
 
 
 @dataclass
@@ -103,13 +104,20 @@ def on_node(result: ExecutionResult, node: str) -> ExecutionResult:
     return result.model_copy(update={"resources": result.resources.model_copy(update={"node": node})})
 
 
-def lost_result(base: dict[str, Any], node: str, reason: str, started: float) -> ExecutionResult:
+def lost_result(base: dict[str, Any], node: str, reason: str, started: float, *,
+                node_died: bool = True) -> ExecutionResult:
+    """A run whose actor went away: with its node, as the cluster reported (`node_died`),
+    or its process died (which a node's loss also does first, before the cluster says so:
+    the words hold either way)."""
+    what = (f"the Ray node {node} was lost while this ran ({reason}); its output is gone. A "
+            "sandboxed run leaves nothing behind, so it can be run again: new runs go to the "
+            "nodes that are left") if node_died else (
+            f"the sandbox actor running this on Ray node {node} died ({reason}); its output is "
+            "gone. A sandboxed run leaves nothing behind, so it can be run again: a new actor "
+            "takes its place, on that node while it is in the cluster, else on the nodes left")
     return ExecutionResult(
         **base, status=Status.CRASHED, duration_ms=int((time.monotonic() - started) * 1000),
-        resources=Resources(node=node), error=ErrorInfo(type=error_types.NODE_LOST, message=(
-            f"the Ray node {node} was lost while this ran ({reason}); its output is gone. A "
-            "sandboxed run leaves nothing behind, so it can be run again: new runs go to the "
-            "nodes that are left")))
+        resources=Resources(node=node), error=ErrorInfo(type=error_types.NODE_LOST, message=what))
 
 
 def no_capacity_result(base: dict[str, Any], waited_s: float) -> ExecutionResult:
@@ -168,7 +176,8 @@ class ActorPool:
             ref = actor.handle.run.remote(request, run_id)
             result = self.wait_for(actor, ref, self.deadline(request, self.config.queue_depth))
         except Lost:
-            return lost_result(base, actor.node, actor.lost_reason, started)
+            return lost_result(base, actor.node, actor.lost_reason, started,
+                               node_died=actor.node_died)
         finally:
             self._release(actor)
         return on_node(result, actor.node)
@@ -266,18 +275,21 @@ class ActorPool:
                     raise cause from None
                 raise
 
-    def _lose(self, actor: Actor, reason: str) -> None:
+    def _lose(self, actor: Actor, reason: str, *, node_died: bool = False) -> None:
         """Take an actor out of service for good (its runs in flight end as NodeLost), and
         distrust its node until its other actors answer a ping."""
         with self._cond:
             if actor.state is State.LOST:
                 return
             actor.state, actor.lost_reason = State.LOST, reason
+            actor.node_died = node_died
             node = self._nodes.get(actor.node_id)
             if node is not None:
                 node.suspect = True
             self._cond.notify_all()
-        log.warning("Ray actor on node %s lost: %s", actor.node, reason)
+        # (the runs it held say so in their results; a log line on a caller's stderr would
+        # say it again, in the middle of a command's output)
+        log.info("Ray actor on node %s lost: %s", actor.node, reason)
         with contextlib.suppress(Exception):
             ray.kill(actor.handle, no_restart=True)
 
@@ -377,7 +389,7 @@ class ActorPool:
             doomed = [a for a in self._actors if a.state is not State.LOST and a.node_id not in self._nodes]
         for actor in doomed:
             reason = dead.get(actor.node_id, "the node left the cluster")
-            self._lose(actor, f"the cluster reports the node dead: {reason}")
+            self._lose(actor, f"the cluster reports the node dead: {reason}", node_died=True)
 
     def _check_suspects(self) -> None:
         with self._cond:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..errors import ConfigurationError
 from ..packages import PackageRequestError, installed_version, parse_requirements
@@ -58,6 +58,14 @@ class RestrictedBackend(WorkerBackend):
                                  "the restricted backend's runs have no files, so none can be "
                                  f"handed to them; {ELSEWHERE}")
         return Placement(self._pool, self._check_packages(request.packages))
+
+    def package_refusal(self, packages: Sequence[str]) -> str | None:
+        """Why `packages` cannot be had here (only the preloaded modules can), or None."""
+        try:
+            self._check_packages(packages)
+        except RequestRefused as refusal:
+            return refusal.message
+        return None
 
     def _check_packages(self, requested: Iterable[str]) -> dict[str, str]:
         """Versions of the requested packages; RequestRefused says why they cannot be had here."""

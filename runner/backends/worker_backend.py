@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from ..cancellation import Cancellation
 from ..files import MIB, decode_outputs
+from ..packages import PackageRequestError, parse_requirements, refused_by
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Limits, Status
 from ..worker import error_types, wire
 from ..worker.protocol import BLOBS, ProtocolError, encode
@@ -111,6 +113,16 @@ class WorkerBackend:
     """Base of the tiers that run code in warm worker programs."""
 
     name = "worker"
+    package_allowlist: frozenset[str] | None = None  # (set by the tiers that take one)
+
+    def package_refusal(self, packages: Sequence[str]) -> str | None:
+        """Why `packages` cannot be had on this tier, found without installing anything (a
+        requirement that does not parse, a package outside the allowlist), or None."""
+        try:
+            requests = parse_requirements(packages)
+        except PackageRequestError as exc:
+            return str(exc)
+        return refused_by(self.package_allowlist, requests)
 
     def place(self, request: ExecutionRequest) -> Placement:
         """The pool for this request; raises RequestRefused when it cannot run at all."""

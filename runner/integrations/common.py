@@ -34,6 +34,7 @@ from ..backends.registry import check_backend
 from ..cancellation import Cancellation
 from ..errors import ConfigurationError
 from ..functions import FunctionSet
+from ..packages import PackageRequestError, parse_requirements
 from ..sandbox import INTEGRATION_META_KEY, Sandbox
 from ..session import Session
 from ..terminal import sanitize_for_terminal
@@ -153,6 +154,7 @@ class BlockSession:
         self.integration = integration
         self.limits = limits
         self.packages = tuple(packages)
+        sandbox.check_packages(self.packages)  # refused now, not at the first block
         self.setup_code = setup_code
         self.work_dir = work_dir if work_dir is not None else WorkDir(
             None, prefix=f"runner-{integration}-")
@@ -249,8 +251,18 @@ class LazyBlocks:
                  packages: Iterable[str], functions: FunctionSet | None,
                  work_dir: str | os.PathLike[str] | None = None) -> None:
         self.integration = integration
-        if sandbox is None:  # a mistyped tier or option is said now, not at the first block
+        wanted = tuple(packages) + (tuple(functions.packages) if functions is not None else ())
+        # A mistyped tier or option, or packages the tier cannot have, are said now, not
+        # at the first block in the middle of a conversation.
+        if sandbox is None:
             check_backend(backend, backend_options)
+            try:  # (the tier's own limits are known once it starts)
+                parse_requirements(wanted)
+            except PackageRequestError as exc:
+                raise ConfigurationError(str(exc), fix="pass requirements such as "
+                                                       "'sympy>=1.12'") from None
+        else:
+            sandbox.check_packages(wanted)
         self.work_dir = WorkDir(work_dir_argument(work_dir), prefix=f"runner-{integration}-")
         self._sandbox = sandbox
         self._backend = backend

@@ -13,12 +13,16 @@ entries it cannot parse instead of refusing the whole file, and text that is not
 kept with U+FFFD in place of the bad bytes. The search index is not copied: it is rebuilt
 from the rows. At the end the damaged file (with its -wal) is renamed aside,
 `runner.db.damaged-<time>`, and the new one takes its place; nothing is deleted.
-Other runner processes should be stopped first: a row they write meanwhile goes to the
-damaged file (or, once it is renamed, to a new one that the recovered file replaces).
+Other processes with the log open are found first (`processes_using`: every process
+whose open files this user may see) and recovery is refused while they run, naming
+them: a row they wrote meanwhile would go to the damaged file (or, once it is renamed,
+to a new one that the recovered file replaces). `force` recovers anyway.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -118,12 +122,49 @@ def check(path: Path) -> CheckReport:
                        damaged_rows=damaged[:_SHOWN], rows=rows)
 
 
-def recover(path: Path) -> RecoverReport:
+def processes_using(path: Path) -> list[int]:
+    """The pids of other processes that hold the log (or its -wal) open, as far as this
+    user can see (Linux's /proc: every process of this user; all of them as root)."""
+    wanted = set()
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            info = os.stat(path.with_name(path.name + suffix))
+            wanted.add((info.st_dev, info.st_ino))
+    found = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            descriptors = os.scandir(f"/proc/{entry.name}/fd")
+        except OSError:  # another user's, or gone
+            continue
+        with descriptors:
+            for descriptor in descriptors:
+                try:
+                    info = os.stat(descriptor.path)
+                except OSError:
+                    continue
+                if (info.st_dev, info.st_ino) in wanted:
+                    found.append(int(entry.name))
+                    break
+    return sorted(found)
+
+
+def recover(path: Path, *, force: bool = False) -> RecoverReport:
     """Copy every readable row of the log at `path` into a new log that takes its place;
-    the damaged file is kept beside it (see the module docstring)."""
+    the damaged file is kept beside it (see the module docstring). Refused while other
+    processes have the log open, unless `force`."""
     if not path.is_file():
         raise LogStoreError(f"there is no log database at {path}",
                             fix="`runner logs path` shows where the log is")
+    users = [] if force else processes_using(path)
+    if users:
+        shown = ", ".join(str(pid) for pid in users[:10]) + (" ..." if len(users) > 10 else "")
+        raise LogStoreError(
+            f"{len(users)} other process(es) have {path} open (pid {shown}): what they write "
+            "during recovery would be lost",
+            fix="stop them (a viewer, an evaluation, a server), then run `runner logs recover` "
+                "again; or `runner logs recover --force` to recover anyway")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     # In a directory of its own: a store opened beside the log would import the log's
     # spool into the new file before the old rows are in (and take their row numbers).
