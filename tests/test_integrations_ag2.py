@@ -495,3 +495,33 @@ def test_packages_a_tier_cannot_have_are_refused_when_the_executor_is_made(backe
         assert says in refused.value.message and "tier" in (refused.value.fix or "")
         with RunnerCodeExecutor(sandbox, packages=["sympy"]) as executor:
             assert executor is not None  # what the tier has is taken
+
+
+def test_each_conversation_is_an_agent_run_with_its_blocks_as_turns(tmp_path):
+    """`runner logs runs` and the viewer show an AG2 conversation as they show `runner
+    agent`'s: each block a turn (the block, what the model was told, its execution), one
+    run per conversation (a restart starts the next), ended when the executor closes."""
+    from starlette.testclient import TestClient
+
+    from runner.logs.agent import AgentLog
+    from runner.logs.viewer import create_app
+
+    with LogStore(tmp_path / "log.db") as store, Sandbox(log_store=store) as box:
+        with RunnerCodeExecutor(box, timeout=10) as executor:
+            first = executor.execute_code_blocks([python("x = 2"), python("print(x * 21)")])
+            executor.restart()
+            second = executor.execute_code_blocks([python("print('<b>new</b>')")])
+        runs = sorted(AgentLog(store).list(limit=None), key=lambda run: run.started_at)
+        assert len(runs) == 2
+        whole = [AgentLog(store).get(run.id) for run in runs]
+        page = TestClient(create_app(store.path), base_url="http://127.0.0.1").get(f"/runs/{runs[0].id}")
+    assert first.exit_code == 0 and first.output.startswith("42")
+    assert [run.status for run in whole] == ["terminated", "terminated"]
+    assert all(run.settings["integration"] == "ag2" and run.protocol == "code" for run in whole)
+    assert [t.reply["content"] for t in whole[0].turns] == ["```python\nx = 2\n```",
+                                                          "```python\nprint(x * 21)\n```"]
+    assert whole[0].turns[1].feedback_messages[0]["content"].startswith("42")
+    assert [t.execution_ids[0] for t in whole[0].turns] == first.execution_ids
+    assert [t.execution_ids[0] for t in whole[1].turns] == second.execution_ids
+    assert page.status_code == 200 and "print(x * 21)" in page.text
+    assert "<b>new</b>" not in page.text

@@ -256,3 +256,24 @@ def test_variables_keep_their_types_as_smolagents_remote_executors_send_them():
         out = executor("final_answer([pair, keys, tags, when, raw, n])")
     assert out.output == [(1, 2), {1: "x"}, {"a", "b"}, datetime.date(2026, 11, 28), b"hi", 3]
     assert variables_code({"n": 3}).splitlines()[1] == "n = _runner_json.loads('3')"
+
+
+def test_a_code_agents_steps_are_the_turns_of_one_agent_run(tmp_path):
+    """The model's code of each step is a turn (not the wrapper that returns its last
+    value, nor the plumbing that defines tools and variables), ended with the executor."""
+    from runner import Sandbox
+    from runner.logs.agent import AgentLog
+
+    with LogStore(tmp_path / "log.db") as store, Sandbox(log_store=store) as box:
+        with FakeOpenAI() as server, RunnerPythonExecutor(box, timeout=5) as executor:
+            server.replies(step("Cube the base.", "volume = cube(side)\nprint(volume)"),
+                           step("Done.", "final_answer(volume + 1)"))
+            assert agent(server, executor, tools=[cube]).run(
+                "Cube plus one?", additional_args={"side": 3}) == 28
+        (run,) = AgentLog(store).list(limit=None)
+        run = AgentLog(store).get(run.id)
+    assert run.settings["integration"] == "smolagents" and run.status == "terminated"
+    assert [t.reply["content"] for t in run.turns] == [
+        "```python\nvolume = cube(side)\nprint(volume)\n```",
+        "```python\nfinal_answer(volume + 1)\n```"]
+    assert "27" in run.turns[0].feedback_messages[0]["content"]

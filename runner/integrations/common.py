@@ -39,6 +39,7 @@ from ..sandbox import INTEGRATION_META_KEY, Sandbox
 from ..session import Session
 from ..terminal import sanitize_for_terminal
 from ..types import ExecutionResult, Limits, Status
+from .conversation_log import ConversationRecord
 from .work_dir import WorkDir, agents_files, work_dir_argument
 
 INTEGRATION = INTEGRATION_META_KEY  # the meta key that names the integration a run came through
@@ -136,6 +137,7 @@ class BlockRun:
 @dataclass
 class _Current:
     session: Session
+    record: ConversationRecord
     needs_setup: bool = True
     empty_dir: bool = True  # the session's directory holds nothing the work_dir handed it
     blocks: int = 0
@@ -180,18 +182,24 @@ class BlockSession:
         return None
 
     def run(self, code: str, *, limits: Limits | None = None,
-            meta: Mapping[str, Any] | None = None, cancel: Cancellation | None = None) -> BlockRun:
+            meta: Mapping[str, Any] | None = None, cancel: Cancellation | None = None,
+            record: bool = True, shown: str | None = None) -> BlockRun:
         """Run `code` in the session (opened on first use, with its functions defined);
         `cancel` stops it from another thread (logged as cancelled; the session's state
-        goes with it)."""
+        goes with it). The block is a turn of the conversation's agent run
+        (conversation_log.py), as `shown` (the model's block, where `code` wraps it), unless
+        `record` is False (an integration's own plumbing)."""
         with self._lock:
             if self._closed:
                 raise ConfigurationError(f"this {self.integration} executor is closed",
                                          fix="make a new executor")
             fresh = self._current is None
             if self._current is None:
-                self._current = _Current(self.sandbox.session(limits=self.limits,
-                                                              packages=self.packages))
+                self._current = _Current(
+                    self.sandbox.session(limits=self.limits, packages=self.packages),
+                    ConversationRecord(self.sandbox, self.integration, {
+                        "limits": self.limits.model_dump(mode="json"),
+                        "packages": list(self.packages)}))
                 self.sessions_opened += 1
             current = self._current
             needs_setup, current.needs_setup = current.needs_setup and bool(self.setup_code), False
@@ -213,6 +221,9 @@ class BlockSession:
                 current.empty_dir = True
         saved, problems = self.work_dir.receive(result)
         notes = [note for note in (handover.note(), _not_written(problems)) if note]
+        if record:
+            current.record.block(shown if shown is not None else code, "python", result,
+                                 block_output(result, setup=setup, notes=notes))
         return BlockRun(result=result, setup=setup, fresh=fresh, saved=saved, file_notes=notes)
 
     def restart(self) -> None:
@@ -220,6 +231,7 @@ class BlockSession:
         with self._lock:
             current, self._current = self._current, None
         if current is not None:
+            current.record.end()
             _close_later(current.session)
 
     def abandon(self) -> None:
@@ -232,6 +244,7 @@ class BlockSession:
             self._closed = True
             current, self._current = self._current, None
         if current is not None:
+            current.record.end()
             _close_later(current.session)
 
 

@@ -178,7 +178,7 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
             source = functions_source(FunctionSet("smolagents-tools", specs, log_store=False)) \
                 + tool_classes_source(classes)
             if source:
-                result = blocks.run(source, meta={"smolagents": "tools"}).result
+                result = blocks.run(source, meta={"smolagents": "tools"}, record=False).result
                 if result.status is not Status.OK:
                     raise StepFailed(block_output(result), result)
 
@@ -186,7 +186,8 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         """Set the variables in the session, from JSON data."""
         if not variables:
             return
-        result = self._blocks.get().run(variables_code(variables), meta={"smolagents": "variables"}).result
+        result = self._blocks.get().run(variables_code(variables), meta={"smolagents": "variables"},
+                                        record=False).result
         if result.status is not Status.OK:
             raise StepFailed(block_output(result), result)
 
@@ -195,7 +196,8 @@ class RunnerPythonExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents 
         final answer if it gave one, else the images it made (a figure from `plt.show()`
         or `savefig`: one PIL image, or a list of them), as smolagents' own executors
         return an image result."""
-        run = self._blocks.get().run(_with_last_value(code_action), meta={"smolagents": "step"})
+        run = self._blocks.get().run(_with_last_value(code_action), meta={"smolagents": "step"},
+                                     shown=code_action)
         result = run.result
         self.last_images = images_of(result.files)
         # (its last newline kept: smolagents follows the logs with its own line)
