@@ -426,3 +426,31 @@ def test_a_dead_actor_is_named_as_the_actor_and_rays_noise_stays_off_stderr(ray_
     again = subprocess.run(command, env=env, input="print('next')", capture_output=True,
                            text=True, timeout=180)
     assert again.returncode == 0 and json.loads(again.stdout)["stdout"] == "next\n", again.stderr
+
+
+def test_a_cancelled_run_on_the_cluster_is_stopped_on_its_actor(ray_sandbox):
+    """A caller's cancel (an MCP client, AutoGen's token) reaches the run on its actor:
+    it ends cancelled at once, not at its time limit, in a run and in a session's block,
+    and the next run and the session's next block go on."""
+    from runner import Limits
+    from runner.cancellation import Cancellation
+
+    spin = "n = 0\nwhile True:\n    n += 1\n"
+    for where in ("run", "session"):
+        cancel = Cancellation()
+        timer = threading.Timer(3.0, cancel.cancel)
+        timer.start()
+        started = time.monotonic()
+        if where == "run":
+            result = ray_sandbox.run(spin, limits=Limits(timeout_s=60), cancel=cancel)
+            after = ray_sandbox.run("print('next')")
+        else:
+            with ray_sandbox.session(limits=Limits(timeout_s=60)) as session:
+                assert session.run("kept = 1").ok
+                result = session.run(spin, cancel=cancel)
+                after = session.run("print('next')")
+        took = time.monotonic() - started
+        timer.join()
+        assert result.status is Status.CRASHED and result.error.type == "Cancelled", result.error
+        assert took < 45, took  # far under the minute it was allowed
+        assert after.stdout == "next\n", after.error

@@ -59,6 +59,7 @@ from .ray_pool import (
     lost_result,
     no_capacity_result,
     on_node,
+    stopping_on,
 )
 
 _SHUTDOWN_WAIT_S = 10.0
@@ -208,8 +209,7 @@ class RayBackend:
 
     def run(self, request: ExecutionRequest, *, run_id: str,
             cancel: Cancellation | None = None) -> ExecutionResult:
-        # (a run on a cluster is not stopped by its caller's cancel: it ends at its limits)
-        return self._pool.run(request, run_id=run_id)
+        return self._pool.run(request, run_id=run_id, cancel=cancel)
 
     def open_session(self, template: ExecutionRequest) -> RaySession:
         if self._closed:
@@ -277,7 +277,7 @@ class RaySession:
     def run(self, request: ExecutionRequest, *, run_id: str,
             cancel: Cancellation | None = None) -> tuple[ExecutionResult, bool]:
         """The result, and whether the block ran in a fresh session (earlier state gone);
-        a caller's cancel does not reach a run on the cluster (it ends at its limits)."""
+        `cancel` stops the block on its actor (the session's state goes with it)."""
         with self._lock:
             base = {"id": run_id, "backend": self.pool.config.inner, "limits": request.limits}
             started = time.monotonic()
@@ -290,7 +290,8 @@ class RaySession:
             actor = self._actor
             ref = actor.handle.session_run.remote(self.key, self.template, request, run_id)
             try:
-                result, fresh = self.pool.wait_for(actor, ref, self.pool.deadline(request, 1))
+                with stopping_on(actor, run_id, cancel):
+                    result, fresh = self.pool.wait_for(actor, ref, self.pool.deadline(request, 1))
             except Lost:
                 self._drop()
                 # Not "fresh" yet: the next block's reply says its session started anew.

@@ -16,12 +16,15 @@ import fcntl
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 
 from .. import __version__
+from ..cancellation import Cancellation
 from ..errors import BackendUnavailableError, RunnerError
 from ..types import ExecutionRequest, ExecutionResult
 from .base import Backend
@@ -74,6 +77,7 @@ class SandboxActor:
     def __init__(self, inner: str, options: dict[str, Any], build_images: bool) -> None:
         self._node_id = ray.get_runtime_context().get_node_id()
         self._sessions: dict[str, Any] = {}
+        self._cancels: dict[str, Cancellation] = {}  # the runs in progress, by run id
         self._lock = threading.Lock()
         self._backend: Backend | None = None
         self._problem: str | None = None
@@ -103,7 +107,28 @@ class SandboxActor:
         return self._backend
 
     def run(self, request: ExecutionRequest, run_id: str) -> ExecutionResult:
-        return self._serving().run(request, run_id=run_id)
+        with self._cancellable(run_id) as cancel:
+            return self._serving().run(request, run_id=run_id, cancel=cancel)
+
+    @ray.method(concurrency_group=CONTROL)
+    def cancel(self, run_id: str) -> None:
+        """Stop the run `run_id` (its caller cancelled it): the inner tier kills its worker,
+        and the run comes back cancelled. Nothing for a run that has ended."""
+        with self._lock:
+            cancel = self._cancels.get(run_id)
+        if cancel is not None:
+            cancel.cancel()
+
+    @contextmanager
+    def _cancellable(self, run_id: str) -> Iterator[Cancellation]:
+        cancel = Cancellation()
+        with self._lock:
+            self._cancels[run_id] = cancel
+        try:
+            yield cancel
+        finally:
+            with self._lock:
+                self._cancels.pop(run_id, None)
 
     @ray.method(concurrency_group=SESSIONS)
     def session_run(self, key: str, template: ExecutionRequest, request: ExecutionRequest,
@@ -113,7 +138,8 @@ class SandboxActor:
             session = self._sessions.get(key)
             if session is None:
                 session = self._sessions[key] = self._serving().open_session(template)
-        result, fresh = session.run(request, run_id=run_id)
+        with self._cancellable(run_id) as cancel:
+            result, fresh = session.run(request, run_id=run_id, cancel=cancel)
         return result, bool(fresh)
 
     @ray.method(concurrency_group=CONTROL)

@@ -14,6 +14,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -23,6 +25,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .. import __version__
+from ..cancellation import Cancellation
 from ..errors import BackendUnavailableError, RunnerError, SandboxClosedError
 from ..types import ErrorInfo, ExecutionRequest, ExecutionResult, Resources, Status
 from ..worker import error_types
@@ -120,6 +123,17 @@ def lost_result(base: dict[str, Any], node: str, reason: str, started: float, *,
         resources=Resources(node=node), error=ErrorInfo(type=error_types.NODE_LOST, message=what))
 
 
+@contextmanager
+def stopping_on(actor: Actor, run_id: str, cancel: Cancellation | None) -> Iterator[None]:
+    """While a run waits, its caller's `cancel` asks its actor to stop it (the actor's
+    inner tier kills the run's worker; the result comes back cancelled, as on any tier)."""
+    if cancel is None:
+        yield
+        return
+    with cancel.on_cancel(lambda: actor.handle.cancel.remote(run_id)):
+        yield
+
+
 def no_capacity_result(base: dict[str, Any], waited_s: float) -> ExecutionResult:
     return ExecutionResult(**base, status=Status.CRASHED, error=ErrorInfo(type=error_types.NO_CAPACITY, message=(
         f"no Ray node could take this run within {waited_s:.0f} s: the cluster has no live "
@@ -166,7 +180,8 @@ class ActorPool:
             if not any(a.state is State.READY for a in self._actors):
                 self._raise_unservable()
 
-    def run(self, request: ExecutionRequest, *, run_id: str) -> ExecutionResult:
+    def run(self, request: ExecutionRequest, *, run_id: str,
+            cancel: Cancellation | None = None) -> ExecutionResult:
         base = {"id": run_id, "backend": self.config.inner, "limits": request.limits}
         started = time.monotonic()
         actor = self.acquire(sessions=False)
@@ -174,7 +189,8 @@ class ActorPool:
             return no_capacity_result(base, time.monotonic() - started)
         try:
             ref = actor.handle.run.remote(request, run_id)
-            result = self.wait_for(actor, ref, self.deadline(request, self.config.queue_depth))
+            with stopping_on(actor, run_id, cancel):
+                result = self.wait_for(actor, ref, self.deadline(request, self.config.queue_depth))
         except Lost:
             return lost_result(base, actor.node, actor.lost_reason, started,
                                node_died=actor.node_died)
