@@ -247,6 +247,39 @@ def evals_command(count: int, as_json: bool) -> None:
     click.echo("\n".join(columns(header, table)))
 
 
+@math_group.command("rescore")
+@click.argument("evaluation_id", metavar="EVAL_ID")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def rescore_command(evaluation_id: str, as_json: bool) -> None:
+    """Judge an evaluation's recorded final answers again with this installation's answer
+    checker (no model, no sandbox; nothing written): which verdicts change, right to wrong
+    and wrong to right, and both checkers' versions. Exit status 0 when none changes."""
+    from .math.rescore import rescore
+
+    report = rescore(evaluation_id)
+    if as_json:
+        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
+        sys.exit(1 if report.changed else 0)
+    click.echo(f"evaluation {report.evaluation_id}: {report.judged} answers judged again "
+               f"({report.pending} pending, not judged)")
+    click.echo(f"  judged with  {clean_text(report.judged_with)}")
+    click.echo(f"  checker now  {clean_text(report.checker)}")
+    click.echo(f"  unchanged {report.unchanged}, right -> wrong {len(report.right_to_wrong)}, "
+               f"wrong -> right {len(report.wrong_to_right)}")
+    total = report.judged or 1
+    click.echo(f"  correct {report.correct_before} -> {report.correct_after} "
+               f"({report.correct_before / total * 100:.1f}% -> "
+               f"{report.correct_after / total * 100:.1f}%)")
+    for title, changes in (("right -> wrong", report.right_to_wrong),
+                           ("wrong -> right", report.wrong_to_right)):
+        for change in changes:
+            click.echo(f"{title}  #{change.position} {clean_text(change.problem_id)}: answer "
+                       f"{clean_text(change.answer or '(none)')!s} vs gold "
+                       f"{clean_text(change.gold)} ({clean_text(change.rule)}: "
+                       f"{clean_text(change.reason)})")
+    sys.exit(1 if report.changed else 0)
+
+
 @math_group.command("report")
 @click.argument("report_id", metavar="EVAL_ID|TRAINING_ID")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "text"]),

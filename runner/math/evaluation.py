@@ -248,7 +248,9 @@ def resume_evaluation(evaluation_id: str, *, llm: ChatModel | None = None,
             raise EvaluationError(
                 f"evaluation {record.id} was judged by {record.checker_version}, but this "
                 f"installation has {current}; its verdicts would not be comparable",
-                fix="finish it with the checker it started with, or start a new evaluation")
+                fix="finish it with the checker it started with, or start a new evaluation; "
+                    f"`runner math rescore {record.id}` shows which of its verdicts this "
+                    "checker would change")
         pending = evaluations.items(record.id, status="pending")
         if not pending:
             if record.status is not JobStatus.FINISHED:
