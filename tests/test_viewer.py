@@ -372,3 +372,31 @@ def test_hostile_code_output_errors_and_model_replies_are_inert(served: str, see
     assert f"Add one and one. {visible}" in evaluation and f"Algebra {visible}" in evaluation
     training = "".join(parse(httpx.get(served + f"trainings/{seeded.training}", timeout=10).text).text)
     assert f"there is no function 'no_such_function {visible}" in training
+
+
+PEER_PROBE = """
+import sys, urllib.request, urllib.error
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=20) as answer:
+        print(answer.status, answer.read()[:0].decode())
+except urllib.error.HTTPError as refused:
+    print(refused.code, refused.read().decode())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root (CI runs as root)")
+def test_on_loopback_another_user_of_the_machine_is_turned_away(served: str, seeded: Seeded,
+                                                                 tmp_path: Path):
+    """Loopback is every local user's: the viewer (and `runner mcp --http`, behind the same
+    guard) serves the user who started it and root, and another user reads nothing."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(PEER_PROBE)
+    for page in ("executions", f"executions/{seeded.hostile}"):
+        mine = subprocess.run([sys.executable, str(probe), served + page], capture_output=True,
+                              text=True, timeout=60)
+        assert mine.stdout.startswith("200"), mine.stdout + mine.stderr
+        theirs = subprocess.run([sys.executable, str(Path(__file__).with_name("as_user.py")),
+                                 "4242:4242", str(probe), served + page],
+                                capture_output=True, text=True, timeout=60)
+        assert theirs.stdout.startswith("403"), theirs.stdout + theirs.stderr
+        assert "serves the user who started it" in theirs.stdout

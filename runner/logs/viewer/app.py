@@ -9,7 +9,9 @@ Security, and why:
 - Content-Security-Policy `default-src 'none'`: no script runs at all (the pages need
   none), styles only from this server, no frames, forms only to this server.
 - On loopback, requests must name a loopback host (a web page that rebinds its own DNS
-  name to 127.0.0.1 cannot read the log). On any other address a token is required on
+  name to 127.0.0.1 cannot read the log), and come from the user who started the server
+  or root (peer.py: loopback is every local user's, and the log holds their files). On
+  any other address a token is required on
   every request: `?token=` once (answered with a cookie and a redirect that drops it from
   the address bar), then the cookie or an `Authorization: Bearer` header.
 
@@ -40,6 +42,7 @@ from ..store import LogStore
 from . import file_pages, math_pages, pages
 from .common import EXCEPTION_HANDLERS
 from .html import stylesheet
+from .peer import same_user
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -111,6 +114,13 @@ class Guard:
             if not is_loopback(host):
                 return PlainTextResponse(
                     f"this viewer serves loopback addresses only, not host {host!r}\n", 421)
+            client, server = scope.get("client"), scope.get("server")
+            # (an in-process client, as tests make, has no socket: nothing to look up)
+            if client and server and _is_address(str(client[0])) \
+                    and not same_user(int(client[1]), int(server[1])):
+                return PlainTextResponse(
+                    "this server on loopback serves the user who started it (and root), not "
+                    "other users of this machine\n", 403)
             return None
         from_query = request.query_params.get("token")
         supplied = [from_query, request.cookies.get(TOKEN_COOKIE), _bearer(request)]
@@ -131,6 +141,14 @@ class Guard:
             response.headers.append("set-cookie", cookie[TOKEN_COOKIE].OutputString())
             return response
         return None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _bearer(request: Request) -> str | None:
