@@ -6,15 +6,13 @@ time bounds are generous safety bounds, not speed targets."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from fake_openai_server import FakeOpenAI
+from test_cli_paper_cuts import cli
 
 from runner.agent.llm import DEFAULT_TIMEOUT_S, TIMEOUT_RETRIES, OpenAIChat
 from runner.errors import LLMUnavailableError
@@ -25,14 +23,6 @@ SAMPLE = Path(__file__).parent / "data" / "math_sample.jsonl"
 
 def silent(body: dict) -> dict:
     return {"content": "too late", "delay_s": 600}
-
-
-def cli(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "RUNNER_MODEL")}
-    env["RUNNER_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "runner", *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
 
 
 def test_the_defaults_wait_about_a_minute_and_retry_a_silent_server_twice():
