@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import click
 
+from .backends.registry import backend_names
 from .cli_options import count_option, number
 from .errors import ConfigurationError
 from .terminal import Style
@@ -242,25 +243,39 @@ def logs_import(source: str) -> None:
 @click.argument("target", metavar="EXECUTION_ID|RUN_ID")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per replayed execution: original, replay, verdict, ...")
+@click.option("--backend", type=click.Choice(backend_names()),
+              help="Replay on this tier (default: each execution's own).")
+@click.option("--package", "packages", multiple=True, metavar="REQUIREMENT",
+              help="Replay with this package set instead of the recorded one. Repeatable.")
 @_RAW
-def logs_replay(target: str, as_json: bool, raw: bool) -> None:
-    """Re-run a logged execution, or an agent run's executions in order, and compare.
+def logs_replay(target: str, as_json: bool, backend: str | None, packages: tuple[str, ...],
+                raw: bool) -> None:
+    """Re-run a logged execution, or an agent run's executions turn by turn, and compare.
 
     Each replay is logged as a new execution linked to its original. The verdict is
     identical, different_output (with a diff) or different_status. An agent run's replay
-    takes the model's part from the log: no model is contacted. Exit status 0 when every
-    replay is identical, 1 otherwise."""
+    takes the model's part from the log (no model is contacted) and stops after the first
+    turn that differs: the model would have read other feedback there. Exit status 0 when
+    every replay is identical, 1 otherwise."""
     from .logs import LogStore
-    from .logs.replay import NotReplayed, ReplayOutcome, replay
+    from .logs.replay import Divergence, NotReplayed, Replayed, ReplayOutcome, replay
 
     style = _style(raw)
     err_style = _style(raw, sys.stderr)
     identical = True
 
-    def show(item: ReplayOutcome | NotReplayed) -> None:
+    def show(item: Replayed) -> None:
         nonlocal identical
         if isinstance(item, NotReplayed):
             _echo(f"runner: not replayed: {item.original}: {item.reason}", err=True)
+            return
+        if isinstance(item, Divergence):
+            identical = False
+            if as_json:
+                _echo(json.dumps({"diverged": item.model_dump(mode="json")}))
+            else:
+                _echo(f"run {item.run} diverges at turn {item.turn} of {item.turns}: "
+                      f"{item.reason}")
             return
         identical = identical and item.verdict == "identical"
         for warning in item.warnings:
@@ -270,12 +285,15 @@ def logs_replay(target: str, as_json: bool, raw: bool) -> None:
             return
         statuses = (item.original_status if item.original_status == item.replay_status
                     else f"{item.original_status} -> {item.replay_status}")
-        _echo(f"{item.original} -> {item.replay}: {style.status(str(item.verdict))} ({statuses})")
+        turn = f"turn {item.turn}: " if item.turn is not None else ""
+        _echo(f"{turn}{item.original} -> {item.replay}: {style.status(str(item.verdict))} "
+              f"({statuses})")
         for line in item.diff.splitlines():
             _echo("    " + style.diff_line(style.text(line)))
 
     with LogStore() as store:
-        outcomes = replay(store, target, on_outcome=show)
+        outcomes = replay(store, target, on_outcome=show, backend=backend,
+                          packages=list(packages) if packages else None)
     if not any(isinstance(item, ReplayOutcome) for item in outcomes):
         _echo("runner: nothing was replayed", err=True)
         identical = False

@@ -152,3 +152,34 @@ def test_a_docker_run_replays_in_the_same_image_or_says_it_changed(home: Path, s
     outcome = replay(store, moved.id, sandbox_options=options)[0]
     assert isinstance(outcome, ReplayOutcome) and outcome.verdict is ReplayVerdict.IDENTICAL
     assert any("the sandbox image changed" in warning for warning in outcome.warnings)
+
+
+def test_an_agent_run_replays_turn_by_turn_and_stops_where_it_diverges(home: Path, store: LogStore):
+    """Recorded on the jail tier: replayed there, every turn is identical; replayed on the
+    strict tier, the turn whose block imports `os` comes back denied, the replay stops
+    after it (the model would have read other feedback there) and says so."""
+    from runner.testing import ScriptedChat
+
+    with Sandbox(log_store=store, limits=Limits(timeout_s=10)) as sandbox:
+        run = Agent(ScriptedChat(["```python\nprint(1 + 1)\n```",
+                                  "```python\nimport os\nprint(os.sep)\n```",
+                                  "```python\nprint(3)\n```", "so \\boxed{3}"]),
+                    protocol="code", sandbox=sandbox).run("count")
+    assert run.status == "answered" and len(run.execution_ids) == 3
+
+    same = cli(home, "replay", run.id, "--json")
+    assert same.exit_code == 0, same.output
+    lines = [json.loads(line) for line in same.stdout.splitlines()]
+    assert [(line["turn"], line["verdict"]) for line in lines] == [
+        (1, "identical"), (2, "identical"), (3, "identical")]
+
+    strict = cli(home, "replay", run.id, "--backend", "restricted", "--json")
+    assert strict.exit_code == 1
+    lines = [json.loads(line) for line in strict.stdout.splitlines()]
+    assert [(line.get("turn"), line.get("verdict")) for line in lines[:2]] == [
+        (1, "identical"), (2, "different_status")]
+    assert lines[2] == {"diverged": {"run": run.id, "turn": 2, "turns": 4, "reason": lines[2][
+        "diverged"]["reason"]}} and len(lines) == 3  # turn 3 was not replayed
+    assert "replayed on restricted; the original ran on jail" in strict.stderr
+    text = cli(home, "replay", run.id, "--backend", "restricted")
+    assert f"run {run.id} diverges at turn 2 of 4" in text.stdout

@@ -9,12 +9,17 @@ compares the two:
 - `different_output`: same status, something else differs (the diff says what);
 - `different_status`: the status itself changed.
 
-`runner logs replay RUN_ID` replays an agent run: the executions its turns caused, in
-order, each as logged. The model's part is taken from the log, never from a model: the
-actions the logged replies asked for are the logged requests, so no model server is
-contacted and the replay cannot drift with a model's sampling. Code blocks that shared a
-session share one again (one replay session per original session, the same blocks in the
-same order, the function definitions block included), so state carries over as it did.
+`runner logs replay RUN_ID` replays an agent run (`runner agent`, `math solve`, a
+framework's conversation) turn by turn: the executions each turn caused, in order, each
+as logged. The model's part is taken from the log, never from a model: the actions the
+logged replies asked for are the logged requests, so no model server is contacted and
+the replay cannot drift with a model's sampling. Code blocks that shared a session share
+one again (one replay session per original session, the same blocks in the same order,
+the function definitions block included), so state carries over as it did. The first
+turn whose outcome differs is where the conversation diverges: the model would have read
+other feedback there and its later replies would not follow, so the replay stops after
+that turn and says so (`Divergence`). `backend` and `packages` replay on another tier or
+package set (the question a new release or a new numpy asks).
 
 Two kinds of log rows are not replayed, with a warning: calls refused before anything ran
 (invalid arguments, an unknown function: the refusal was the host's, from a spec that the
@@ -58,6 +63,7 @@ class ReplayOutcome(BaseModel):
 
     original: str
     replay: str
+    turn: int | None = None  # of the agent run replayed, when it is one
     verdict: ReplayVerdict
     original_status: str
     replay_status: str
@@ -66,6 +72,18 @@ class ReplayOutcome(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+class Divergence(BaseModel):
+    """Where an agent run's replay stopped: the first turn whose outcome differs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    turn: int
+    turns: int  # the run's turns in all
+    reason: str = ("the model read this turn's feedback; with different feedback its later "
+                   "replies would not follow, so the later turns are not replayed")
 
 
 class NotReplayed(BaseModel):
@@ -123,9 +141,12 @@ class Replayer:
     Use as a context manager: it closes the sandboxes and sessions it opened.
     """
 
-    def __init__(self, store: LogStore, *, sandbox_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: LogStore, *, sandbox_options: dict[str, Any] | None = None,
+                 backend: str | None = None, packages: list[str] | None = None) -> None:
         self.store = store
         self._options = dict(sandbox_options or {})
+        self.backend = backend  # every replay on this tier instead of the original's
+        self.packages = packages  # every replay with this package set instead
         self._sandboxes: dict[str, Any] = {}
         self._sessions: dict[tuple[str, str], Any] = {}
 
@@ -149,28 +170,33 @@ class Replayer:
         return None
 
     def execution(self, record: ExecutionRecord, *, meta: dict[str, Any] | None = None,
-                  in_session: bool = False) -> ReplayOutcome:
+                  in_session: bool = False, turn: int | None = None) -> ReplayOutcome:
         """Replay one logged execution (in its replay session when `in_session` and it
         was a session block) and compare."""
         request = record.request
+        if self.packages is not None:
+            request = request.model_copy(update={"packages": tuple(self.packages)})
+        backend = self.backend or record.result.backend
         replay_meta = {**(meta or {}), "replay_of": record.id}
         warnings: list[str] = []
+        if backend != record.result.backend:
+            warnings.append(f"replayed on {backend}; the original ran on {record.result.backend}")
         session_id = record.meta.get("session")
         if in_session and isinstance(session_id, str) and request.call is None:
-            session = self._session(record.result.backend, session_id, record)
+            session = self._session(backend, session_id, record)
             result = session.run(request.code, limits=request.limits, meta=replay_meta)
         else:
             block = record.meta.get("block")
             if isinstance(session_id, str) and isinstance(block, int) and block > 0:
                 warnings.append(f"it was block {block} of session {session_id}; it ran alone, "
                                 "without the state the blocks before it had made")
-            result = self._sandbox(record.result.backend).execute(request, meta=replay_meta)
+            result = self._sandbox(backend).execute(request, meta=replay_meta)
         if record.result.image and result.image and record.result.image != result.image:
             warnings.append(f"the sandbox image changed since the original ran (was "
                             f"{record.result.image}, now {result.image}): a difference may come "
                             "from the image")
         verdict, diff = compare(record.result, result)
-        return ReplayOutcome(original=record.id, replay=result.id, verdict=verdict,
+        return ReplayOutcome(original=record.id, replay=result.id, verdict=verdict, turn=turn,
                              original_status=str(record.result.status),
                              replay_status=str(result.status), diff=diff, warnings=warnings)
 
@@ -178,17 +204,32 @@ class Replayer:
         key = (backend, session_id)
         if key not in self._sessions:
             self._sessions[key] = self._sandbox(backend).session(
-                limits=first.request.limits, packages=first.request.packages)
+                limits=first.request.limits,
+                packages=self.packages if self.packages is not None else first.request.packages)
         return self._sessions[key]
 
-    def agent_run(self, run: AgentRun) -> Iterator[ReplayOutcome | NotReplayed]:
-        """The run's executions in order, replayed; see the module docstring."""
+    def agent_run(self, run: AgentRun) -> Iterator[ReplayOutcome | NotReplayed | Divergence]:
+        """The run's executions turn by turn, replayed, up to the first turn whose outcome
+        differs (then a `Divergence`); see the module docstring."""
+        by_turn = {execution_id: turn.number for turn in run.turns
+                   for execution_id in turn.execution_ids}
+        diverged_at: int | None = None
         for record in run_executions(self.store, run):
+            turn = by_turn.get(record.id)
+            if diverged_at is not None and (turn is None or turn > diverged_at):
+                yield Divergence(run=run.id, turn=diverged_at, turns=len(run.turns))
+                return
             refused = self.refusal(record)
             if refused is not None:
                 yield refused
                 continue
-            yield self.execution(record, meta={"replay_of_run": run.id}, in_session=True)
+            outcome = self.execution(record, meta={"replay_of_run": run.id}, in_session=True,
+                                     turn=turn)
+            yield outcome
+            if outcome.verdict is not ReplayVerdict.IDENTICAL and diverged_at is None:
+                diverged_at = turn if turn is not None else len(run.turns)
+        if diverged_at is not None and diverged_at < len(run.turns):
+            yield Divergence(run=run.id, turn=diverged_at, turns=len(run.turns))
 
     def close(self) -> None:
         for session in self._sessions.values():
@@ -220,15 +261,21 @@ def run_executions(store: LogStore, run: AgentRun) -> list[ExecutionRecord]:
     return records
 
 
+Replayed = ReplayOutcome | NotReplayed | Divergence
+
+
 def replay(store: LogStore, id_or_prefix: str, *,
-           on_outcome: Callable[[ReplayOutcome | NotReplayed], None] | None = None,
-           sandbox_options: dict[str, Any] | None = None) -> list[ReplayOutcome | NotReplayed]:
-    """Replay the execution or agent run that `id_or_prefix` names (see the module docstring)."""
+           on_outcome: Callable[[Replayed], None] | None = None,
+           sandbox_options: dict[str, Any] | None = None, backend: str | None = None,
+           packages: list[str] | None = None) -> list[Replayed]:
+    """Replay the execution or agent run that `id_or_prefix` names (see the module
+    docstring), on `backend` and with `packages` when given."""
     run = find_agent_run(store, id_or_prefix)
-    outcomes: list[ReplayOutcome | NotReplayed] = []
-    with Replayer(store, sandbox_options=sandbox_options) as replayer:
+    outcomes: list[Replayed] = []
+    with Replayer(store, sandbox_options=sandbox_options, backend=backend,
+                  packages=packages) as replayer:
         if run is not None:
-            items: Iterator[ReplayOutcome | NotReplayed] = replayer.agent_run(run)
+            items: Iterator[Replayed] = replayer.agent_run(run)
         else:
             record = store.get_execution(id_or_prefix)
             refused = replayer.refusal(record)
