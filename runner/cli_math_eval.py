@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from .backends.registry import backend_names
 from .cli_interrupt import JobStopping, ctrl_c
 from .cli_math import _solve_options, _variant, math_group
 from .cli_options import count_option, llm_options, model_options, number
@@ -278,6 +279,54 @@ def rescore_command(evaluation_id: str, as_json: bool) -> None:
                        f"{clean_text(change.gold)} ({clean_text(change.rule)}: "
                        f"{clean_text(change.reason)})")
     sys.exit(1 if report.changed else 0)
+
+
+@math_group.command("replay")
+@click.argument("evaluation_id", metavar="EVAL_ID")
+@click.option("--backend", type=click.Choice(backend_names()),
+              help="Replay on this tier (default: as recorded).")
+@click.option("--package", "packages", multiple=True, metavar="REQUIREMENT",
+              help="Replay with this package set instead of the recorded one. Repeatable.")
+@click.option("--concurrency", type=number(1, 64, integer=True), default=1, show_default=True,
+              help="Conversations replayed at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def replay_command(evaluation_id: str, backend: str | None, packages: tuple[str, ...],
+                   concurrency: int, as_json: bool) -> None:
+    """Replay every conversation of an evaluation offline: the model's replies from the log,
+    every block and call run again (on --backend / --package if given), each turn compared,
+    up to the first that differs. Exit status 0 when every conversation replays identically."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .logs.evaluations import EvaluationLog
+    from .math.replay_eval import replay_evaluation
+
+    total = sum(1 for item in EvaluationLog.for_reading().items(
+        EvaluationLog.for_reading().get(evaluation_id).id) if item.status == "done")
+    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(),
+                  console=Console(stderr=True), disable=as_json) as progress:
+        task = progress.add_task("replaying", total=total)
+        report = replay_evaluation(evaluation_id, backend=backend,
+                                   packages=list(packages) if packages else None,
+                                   concurrency=concurrency,
+                                   on_problem=lambda _: progress.advance(task))
+    if as_json:
+        click.echo(json.dumps(report.to_json_dict(), ensure_ascii=False))
+    else:
+        click.echo(f"evaluation {report.evaluation_id}: {len(report.problems)} conversations "
+                   f"replayed on {report.backend or 'their own tiers'}"
+                   + (f" with {', '.join(report.packages)}" if report.packages else ""))
+        click.echo(f"  identical {report.identical}, diverged {report.diverged}, not replayed "
+                   f"{report.not_replayed}")
+        for problem in report.problems:
+            if problem.outcome == "diverged":
+                click.echo(f"  #{problem.position} {clean_text(problem.problem_id)}: diverges at "
+                           f"turn {problem.diverged_at} of {problem.turns} "
+                           f"(runner logs replay {problem.run_id})")
+            elif problem.outcome == "not_replayed":
+                click.echo(f"  #{problem.position} {clean_text(problem.problem_id)}: not "
+                           f"replayed: {problem.reason}")
+    sys.exit(0 if report.diverged == 0 and report.not_replayed == 0 else 1)
 
 
 @math_group.command("report")

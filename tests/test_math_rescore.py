@@ -1,5 +1,5 @@
-"""`runner math rescore EVAL_ID`: an evaluation's recorded answers judged again by this
-installation's checker. The evaluation is a real one (a scripted model, real sandbox runs,
+"""`runner math rescore EVAL_ID` and `runner math replay EVAL_ID`: an evaluation's recorded
+answers judged again by this installation's checker, and its conversations replayed. The evaluation is a real one (a scripted model, real sandbox runs,
 the real checker); one item's recorded verdict is then set to what the previous checker
 rules (version 2) said of a real answer they judged wrongly (`5=4` accepted for `4`: an
 `=` chain counted by its last piece), and the rescore reports exactly that change."""
@@ -68,3 +68,39 @@ def test_a_rescore_reports_exactly_the_verdict_the_checker_now_reads_differently
                           env=env, capture_output=True, text=True, timeout=300)
     assert "unchanged 3, right -> wrong 1, wrong -> right 0" in text.stdout
     assert f"right -> wrong  #{chained.position}" in text.stdout
+
+
+def test_an_evaluation_replays_offline_and_names_the_conversations_that_diverge(tmp_path: Path):
+    """Every problem's conversation replayed from the log (no model): identical on the tier
+    it ran on; on the strict tier the one whose block imports `os` diverges at that turn."""
+    from runner.math.replay_eval import replay_evaluation
+
+    os_task = PROBLEMS[0].problem
+
+    def solving(body: dict) -> dict:
+        task = task_of(body)
+        step = sum(1 for message in body["messages"] if message["role"] == "assistant")
+        if step == 0:
+            code = "import os\nprint(os.sep)" if task == os_task else f"print({len(task)})"
+            return {"content": f"First this.\n```python\n{code}\n```"}
+        return {"content": f"So the answer is $\\boxed{{{GOLD[task]}}}$."}
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with LogStore(home / "runner.db") as store:
+        report = evaluate(SAMPLE, llm=fake(solving), limit=3, backend="jail", log_store=store)
+        assert report.correct == 3
+        same = replay_evaluation(report.id, log_store=store, concurrency=2)
+        assert (same.identical, same.diverged, same.not_replayed) == (3, 0, 0)
+        assert all(problem.replayed >= 1 for problem in same.problems)
+
+    env = {**os.environ, "RUNNER_HOME": str(home)}
+    strict = subprocess.run([sys.executable, "-m", "runner", "math", "replay", report.id,
+                             "--backend", "restricted", "--json"], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert strict.returncode == 1, strict.stderr
+    data = json.loads(strict.stdout)
+    assert (data["identical"], data["diverged"], data["not_replayed"]) == (2, 1, 0)
+    (diverged,) = [p for p in data["problems"] if p["outcome"] == "diverged"]
+    assert diverged["position"] == 0  # the first problem of the sample: the `os` block
+    assert diverged["diverged_at"] == 1
