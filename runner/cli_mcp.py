@@ -8,9 +8,11 @@ at http://HOST:PORT/mcp, on loopback unless told otherwise, with a token off loo
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from contextlib import suppress
-from typing import NoReturn
+from types import FrameType
+from typing import Any, NoReturn
 
 import click
 
@@ -19,7 +21,7 @@ from .backends.registry import backend_names
 from .cli_options import backend_options, limit, number, ray_options
 from .errors import ConfigurationError
 from .integrations.mcp_sessions import DEFAULT_IDLE_S, MAX_SESSIONS  # (needs no mcp package)
-from .stopping import stopped_by
+from .stopping import note_stop, stopped_by
 from .types import Limits
 
 
@@ -77,6 +79,7 @@ def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None
                     serve_http(state, host=host, port=port,
                                announce=lambda line: click.echo(line, err=True))
                 else:
+                    _stop_stdio_at_once(state, sandbox)
                     serve_stdio(state)
             finally:
                 state.close()
@@ -84,6 +87,32 @@ def mcp_command(use_http: bool, host: str, port: int, functions_path: str | None
         if use_http:
             raise  # reported as every command's Ctrl-C
         _stopped_on_stdio()
+
+
+def _stop_stdio_at_once(state: Any, sandbox: Any) -> None:
+    """Ctrl-C and SIGTERM stop the stdio server from the signal handler itself: the runs in
+    progress are cancelled and logged, the sandbox closed (a Docker container removed),
+    and the process ends. A KeyboardInterrupt instead lands in whichever task of the
+    server's event loop is running, whose shutdown then logs it as a crash and can wait
+    forever for the thread blocked reading the client's pipe. A second signal during the
+    stop quits at once; a signal the process inherited as ignored stays ignored."""
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        note_stop(signum)
+        if stopping:
+            os._exit(130)
+        stopping = True
+        with suppress(Exception):
+            state.close()
+        with suppress(Exception):
+            sandbox.close()
+        _stopped_on_stdio()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, stop)
 
 
 def _stopped_on_stdio() -> NoReturn:
