@@ -279,3 +279,16 @@ def test_a_2d_array_is_read_over_its_lines():
     printed = printed_answer(_NUMPY + "print(np.array([[1, 2], [3, 4]]))")
     assert printed.count("\n") == 1  # both rows, not the last line alone
     assert printed_latex(printed) == "\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}"
+
+
+@pytest.mark.parametrize("program, gold", [
+    (_SYMPY + "print(solveset(sin(x) - 1, x))", "\\frac{\\pi}{2} + 2k\\pi"),
+    (_SYMPY + "print(solveset(sin(x), x))", "k\\pi"),
+    (_SYMPY + "print(solveset(tan(x) - 1, x))", "\\frac{\\pi}{4} + n\\pi"),
+])
+def test_a_printed_image_set_is_refused_with_the_reason(checker, program, gold):
+    printed = printed_answer(program)  # ImageSet(Lambda(_n, 2*_n*pi + pi/2), Integers), ...
+    assert "ImageSet(" in printed
+    verdict = checker.check(gold, printed, printed=True)
+    assert not verdict.equal and verdict.failed and verdict.rule == "unread", verdict
+    assert "ImageSet" in verdict.reason

@@ -13,7 +13,9 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    `MAX_INTEGER_DIGITS` digits (a program's print of `10**100000`), which is read as one.
 2. Both answers are normalised (`runner.math.normalize`); with `printed=True` the candidate
    is a program's printed output, read as Python's or sympy's forms (`[2, 3]` the
-   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`). A gold answer stating
+   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`, `(3 < x) & (x < oo)`, `Poly(...)`);
+   a printed `ImageSet(...)` (solveset's periodic solutions) is refused (`unread`,
+   `failed=True`): no rule compares a family of solutions as a set yet. A gold answer stating
    alternatives (`\\frac23 \\approx 0.67`) matches when any alternative does. A candidate's
    alternatives must state one value (`hedge` otherwise): `\\frac13 \\approx 0.33` and
    `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
@@ -285,6 +287,12 @@ class Checker:
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
         if printed:
             candidate = _printed_answer(candidate)
+            if _IMAGE_SET.search(candidate):
+                return self._verdict(
+                    False, "unread", "a printed ImageSet (a family of solutions over the "
+                    "integers, as solveset prints them) is not compared with an answer: no "
+                    "rule reads a family as a set yet", gold[:200], candidate[:200],
+                    allow_decimal, failed=True)
         try:
             gold_forms = long_forms[0] or normalize_answer(gold)
             candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
@@ -461,6 +469,9 @@ class Checker:
 
 
 _WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+# solveset's periodic solutions: `ImageSet(Lambda(_n, 2*_n*pi + pi/2), Integers)`. Read as
+# text they parse as a product of unknowns, or not at all: refused with the reason instead.
+_IMAGE_SET = re.compile(r"\bImageSet\(")
 
 
 def _printed_answer(candidate: str) -> str:
