@@ -569,3 +569,61 @@ ISSUE_32_KEPT = [
 def test_issue_32_readings_that_stay(checker, gold, candidate):
     verdict = checker.check(gold, candidate)
     assert verdict.equal, verdict
+
+
+# -- issue 32: false rejects, by form -------------------------------------------------------------
+
+# (gold, candidate, equal): each form as a family, with the near misses it must still reject.
+ISSUE_32_FORMS = {
+    # `i` is the imaginary unit when it is an answer's only letter.
+    "the imaginary unit": [
+        ("-1", "i^2", True), ("i^2", "-1", True), ("1", "i^2", False), ("-1", "i^3", False),
+        ("i", "\\sqrt{-1}", True), ("\\sqrt{-1}", "i", True), ("-i", "\\sqrt{-1}", False),
+        ("1+i", "\\frac{2}{1-i}", True), ("1-i", "\\frac{2}{1-i}", False),
+        ("-i", "\\frac{1}{i}", True), ("i", "\\frac{1}{i}", False),
+        ("\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", "e^{i\\pi/3}", True),
+        ("e^{i\\pi/3}", "\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", True),
+        ("\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", "e^{-i\\pi/3}", False),
+        ("\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", "\\frac{1}{2}+\\frac{\\sqrt{3}}{2}", False),
+        ("-1", "e^{i\\pi}", True), ("1", "e^{i\\pi}", False),
+        ("\\pm i", "i, -i", True), ("\\pm i", "i, 1", False),
+        # With another letter, `i` stays a variable: no rewriting of `x + i`.
+        ("x - 1", "x + i", False), ("x_i", "x_j", False),
+    ],
+    # A letter with its value: the letter against a gold letter, the value against a value.
+    "a choice letter with its value": [
+        ("B", "\\text{(B) } 12", True), ("12", "\\text{(B) } 12", True),
+        ("\\text{(B)}", "(B) 12", True), ("B", "\\textbf{(B)}~12", True),
+        ("B", "\\text{(B) 12}", True), ("12", "\\text{(B) 12}", True),
+        ("\\text{(B) } 12", "B", True), ("\\text{(B) } 12", "12", True),
+        ("\\text{(B) } 12", "\\text{(B) } 12", True), ("\\frac{1}{2}", "\\text{(C) } 0.5", True),
+        ("C", "\\text{(B) } 12", False), ("13", "\\text{(B) } 12", False),
+        ("\\text{(B) } 12", "\\text{(B) } 13", False), ("\\text{(B) } 12", "C", False),
+        ("B", "\\text{(B) } 12 \\text{ (or C)}", False), ("12", "\\text{(B) } 12 \\text{ (or 13)}", False),
+    ],
+    # Values named by their variables, read in the variables' order (x, y, z by name).
+    "named values as a tuple": [
+        ("(3,4)", "y=4, x=3", True), ("(3,4)", "x=3, y=4", True), ("(4,3)", "y=4, x=3", False),
+        ("(3,4)", "y=3, x=4", False), ("(1,2,3)", "z=3, y=2, x=1", True),
+        ("(1,2,3)", "z=3, x=1, y=2", True), ("(3,2,1)", "z=3, y=2, x=1", False),
+        ("(3, -1)", "y = -1, x = 3", True), ("(\\frac{1}{2}, 4)", "y = 4, x = \\frac{1}{2}", True),
+        ("(3,4)", "b=4, a=3", True), ("(3,4)", "x_2=4, x_1=3", True),
+        ("x=3, y=4", "y=4, x=3", True), ("(3,4)", "y=4, y=3", False),
+    ],
+    # A gold interval and the equivalent inequality, both ways.
+    "an interval and its inequality": [
+        ("x \\in [-2,7]", "-2 \\le x \\le 7", True), ("-2 \\le x \\le 7", "x \\in [-2,7]", True),
+        ("[-2,7]", "-2 \\le x \\le 7", True), ("(3,\\infty)", "x > 3", True),
+        ("x > 3", "(3,\\infty)", True), ("(-\\infty, 1]", "x \\le 1", True),
+        ("[-2,7]", "-2 < x \\le 7", False), ("(3,\\infty)", "x \\ge 3", False),
+        ("(3,\\infty)", "x < 3", False), ("(-\\infty, 1]", "x < 1", False),
+    ],
+}
+
+
+@pytest.mark.parametrize("gold, candidate, equal",
+                         [case for cases in ISSUE_32_FORMS.values() for case in cases],
+                         ids=lambda text: str(text)[:30])
+def test_issue_32_forms_that_were_rejected(checker, gold, candidate, equal):
+    verdict = checker.check(gold, candidate)
+    assert verdict.equal is equal, verdict

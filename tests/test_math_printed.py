@@ -126,7 +126,10 @@ def test_a_huge_printed_integer_against_its_power(checker):
     "[x for x in range(10**9)]",
     "sqrt(3).evalf()",
     "'a' * 10**9",
-    "Poly(x**2 + 1, x, domain='ZZ')",
+    "Poly(x**2 + 1, x, modulus=5)",  # over a finite field: no expression states it
+    "Poly(x**2 + 1, x + 1)",
+    "(1 < x) & (y < 5)",  # two variables
+    "(1 < x) & (2 < x)",  # two lower ends
 ])
 def test_printed_text_is_never_evaluated(text):
     assert printed_latex(text) is None
@@ -206,3 +209,86 @@ SCIENTIFIC_AND_WORDS = [
 @pytest.mark.parametrize("gold, candidate, equal", SCIENTIFIC_AND_WORDS)
 def test_scientific_notation_and_words_that_name_values(checker, gold, candidate, equal):
     assert checker.check(gold, candidate).equal is equal
+
+
+# -- issue 32: inequality solutions, polynomials, 2-D arrays --------------------------------------
+
+
+def printed_answer(program: str) -> str:
+    """What a Program-of-Thoughts run takes as the answer of `program`: its real output,
+    read as the agent reads it (the last value printed, over several lines if it spans them)."""
+    import contextlib
+    import io
+
+    from runner.agent.protocols.code import last_printed_value
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(program, {})  # the test's own program
+    return last_printed_value([line.strip() for line in out.getvalue().splitlines()
+                               if line.strip()])
+
+
+_SYMPY = "from sympy import *\nx, y = symbols('x y')\n"
+_NUMPY = "import numpy as np\n"
+
+PRINTED_FORMS = [
+    # sympy's inequality solutions, as the intervals they describe
+    (_SYMPY + "print(solve(x - 3 > 0, x))", "(3, \\infty)", True),  # (3 < x) & (x < oo)
+    (_SYMPY + "print(solve(x - 3 > 0, x))", "x > 3", True),
+    (_SYMPY + "print(solve(x - 3 > 0, x))", "[3, \\infty)", False),
+    (_SYMPY + "print(solve(x**2 - 3*x + 2 <= 0, x))", "[1, 2]", True),
+    (_SYMPY + "print(solve(x**2 - 3*x + 2 <= 0, x))", "(1, 2)", False),
+    (_SYMPY + "print(solve(x**2 - 3*x + 2 > 0, x))", "(-\\infty, 1) \\cup (2, \\infty)", True),
+    (_SYMPY + "print(solve(x**2 - 3*x + 2 > 0, x))", "(-\\infty, 1] \\cup [2, \\infty)", False),
+    (_SYMPY + "print(solve(x**2 >= 4, x))", "(-\\infty, -2] \\cup [2, \\infty)", True),
+    (_SYMPY + "print(reduce_inequalities([x > 1, x < 5], x))", "(1, 5)", True),
+    (_SYMPY + "print(reduce_inequalities([x > 1, x < 5], x))", "1 < x < 5", True),
+    # a Poly is its expression
+    (_SYMPY + "print(Poly(x**2 - 5*x + 6, x))", "x^2 - 5x + 6", True),
+    (_SYMPY + "print(Poly(x**2 - 5*x + 6, x))", "(x-2)(x-3)", True),
+    (_SYMPY + "print(Poly(x**2 - 5*x + 6, x))", "x^2 - 5x - 6", False),
+    (_SYMPY + "print(Poly(x**2 + y, x, y))", "x^2 + y", True),
+    (_SYMPY + "print(Poly(x**2 + sqrt(2), x))", "x^2 + \\sqrt{2}", True),
+    (_SYMPY + "print(Poly(x**2 + I, x))", "x^2 + i", True),
+    (_SYMPY + "print(Poly(x**2 + 1, x, modulus=5))", "x^2 + 1", False),
+    # numpy's 2-D arrays, printed a row a line, read whole
+    (_NUMPY + "print(np.array([[1, 2], [3, 4]]))",
+     "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", True),
+    (_NUMPY + "print(np.array([[1, 2], [3, 4]]))",
+     "\\begin{pmatrix} 3 & 4 \\end{pmatrix}", False),
+    (_NUMPY + "print(np.linalg.inv(np.array([[1, 2], [3, 4]])))",
+     "\\begin{pmatrix} -2 & 1 \\\\ \\frac{3}{2} & -\\frac{1}{2} \\end{pmatrix}", True),
+    (_NUMPY + "print(np.linalg.inv(np.array([[1, 2], [3, 4]])))",
+     "\\begin{pmatrix} -2 & 1 \\\\ \\frac{3}{2} & \\frac{1}{2} \\end{pmatrix}", False),
+    (_NUMPY + "print('inverse:')\nprint(np.eye(3))",
+     "\\begin{pmatrix} 1 & 0 & 0 \\\\ 0 & 1 & 0 \\\\ 0 & 0 & 1 \\end{pmatrix}", True),
+    (_NUMPY + "print(np.array([[1], [2]]))", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
+    (_NUMPY + "print(np.arange(2000).reshape(2, 1000))", "0", False),  # summarised: unread
+]
+
+
+@pytest.mark.parametrize("program, gold, equal", PRINTED_FORMS)
+def test_inequalities_polynomials_and_2d_arrays(checker, program, gold, equal):
+    printed = printed_answer(program)
+    verdict = checker.check(gold, printed, printed=True)
+    assert verdict.equal is equal, (printed, verdict)
+
+
+def test_a_2d_array_is_read_over_its_lines():
+    printed = printed_answer(_NUMPY + "print(np.array([[1, 2], [3, 4]]))")
+    assert printed.count("\n") == 1  # both rows, not the last line alone
+    assert printed_latex(printed) == "\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}"
+
+
+@pytest.mark.parametrize("program, gold", [
+    (_SYMPY + "print(solveset(sin(x) - 1, x))", "\\frac{\\pi}{2} + 2k\\pi"),
+    (_SYMPY + "print(solveset(sin(x), x))", "k\\pi"),
+    (_SYMPY + "print(solveset(tan(x) - 1, x))", "\\frac{\\pi}{4} + n\\pi"),
+])
+def test_a_printed_image_set_is_refused_with_the_reason(checker, program, gold):
+    printed = printed_answer(program)  # ImageSet(Lambda(_n, 2*_n*pi + pi/2), Integers), ...
+    assert "ImageSet(" in printed
+    verdict = checker.check(gold, printed, printed=True)
+    assert not verdict.equal and verdict.failed and verdict.rule == "unread", verdict
+    assert "ImageSet" in verdict.reason

@@ -13,12 +13,18 @@ How a pair is decided (the first rule that applies wins; `Verdict.rule` names it
    `MAX_INTEGER_DIGITS` digits (a program's print of `10**100000`), which is read as one.
 2. Both answers are normalised (`runner.math.normalize`); with `printed=True` the candidate
    is a program's printed output, read as Python's or sympy's forms (`[2, 3]` the
-   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`). A gold answer stating
+   solutions, `Interval.open(-oo, 3)`, `Matrix(...)`, `I`, `(3 < x) & (x < oo)`, `Poly(...)`);
+   a printed `ImageSet(...)` (solveset's periodic solutions) is refused (`unread`,
+   `failed=True`): no rule compares a family of solutions as a set yet. A gold answer stating
    alternatives (`\\frac23 \\approx 0.67`) matches when any alternative does. A candidate's
    alternatives must state one value (`hedge` otherwise): `\\frac13 \\approx 0.33` and
    `\\frac72 \\approx 4` agree (one is the other rounded or cut to its places), `5 \\approx 6`
    and `\\frac13 \\approx 0.5` count for neither value.
-3. `choices`: multiple-choice letters compare as sets (`\\text{A,C,F}` = `A, C, F`).
+3. `choices`: multiple-choice letters compare as sets (`\\text{A,C,F}` = `A, C, F`). A
+   letter written with its value (`\\text{(B) } 12`) equals that letter and, against a
+   gold value, is its value: the checker has no list of options, so a letter and a value
+   are each compared with what the gold states (a gold `13` rejects `(B) 12` whatever B is);
+   a hedged one is no answer (rule 4 is applied first).
 4. `hedge`: a candidate followed by words that name another value, hedge or negate it
    (`5 \\text{ (or 6)}`, `7 \\text{ (approximately 8)}`, `5 \\text{ (incorrect)}`) is not equal
    to anything; so is an `=` chain whose pieces disagree (`6=5`, `x=6=5`).
@@ -59,7 +65,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from importlib import metadata
 from itertools import count
@@ -91,7 +97,7 @@ __all__ = ["CHECKER_RULES_VERSION", "Checker", "Verdict", "asks_for_decimal", "c
 
 # Bumped whenever a rule here or in normalize.py changes what is equal, so that published
 # numbers name the checker that produced them.
-CHECKER_RULES_VERSION = "3"
+CHECKER_RULES_VERSION = "4"
 DEFAULT_TIMEOUT_S = 5.0
 # The worker's own interval timer fires at this share of the limit: a clean "timeout"
 # verdict without the cost of killing and restarting a process, when Python code is slow.
@@ -122,7 +128,7 @@ def _package_version(name: str) -> str:
 
 def checker_version() -> str:
     """Which checker decided: the rules' version and Math-Verify's, e.g.
-    `runner-math/3 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
+    `runner-math/4 math-verify/0.9.0 latex2sympy2_extended/1.11.0`."""
     return (f"runner-math/{CHECKER_RULES_VERSION} "
             f"math-verify/{_package_version('math-verify')} "
             f"latex2sympy2_extended/{_package_version('latex2sympy2_extended')}")
@@ -168,7 +174,8 @@ class _Plan:
 
 def _show(form: Normalized) -> str:
     if form.choices is not None:
-        return ",".join(sorted(form.choices))
+        letters = ",".join(sorted(form.choices))
+        return f"({letters}) {form.latex}" if form.labelled else letters
     if form.words is not None:
         return form.words
     suffix = "".join(f" {part}" for part in (form.unit, form.meridiem) if part)
@@ -280,6 +287,12 @@ class Checker:
                 gold[:200], candidate[:200], allow_decimal, failed=not same)
         if printed:
             candidate = _printed_answer(candidate)
+            if _IMAGE_SET.search(candidate):
+                return self._verdict(
+                    False, "unread", "a printed ImageSet (a family of solutions over the "
+                    "integers, as solveset prints them) is not compared with an answer: no "
+                    "rule reads a family as a set yet", gold[:200], candidate[:200],
+                    allow_decimal, failed=True)
         try:
             gold_forms = long_forms[0] or normalize_answer(gold)
             candidate_forms = long_forms[1] or normalize_answer(candidate, candidate=True,
@@ -335,16 +348,25 @@ class Checker:
         def verdict(equal: bool, rule: str, reason: str) -> Verdict:
             return self._verdict(equal, rule, reason, shown_gold, shown_candidate, allow_decimal)
 
+        # Before the letters: a letter with its value can be hedged too (`(B) 12 \text{ (or C)}`).
+        if candidate.hedge is not None:
+            return verdict(False, "hedge", f"the answer is hedged ({candidate.hedge.strip()!r}): "
+                                           "it names another value")
         if gold.choices is not None or candidate.choices is not None:
             equal = gold.choices == candidate.choices
+            if equal and gold.labelled and candidate.labelled:  # the values must agree too
+                return self._decide_forms(_unlabelled(gold), _unlabelled(candidate),
+                                          allow_decimal)
+            # A letter with its value against a value alone: the values decide.
+            if gold.choices is None and candidate.labelled:
+                return self._decide_forms(gold, _unlabelled(candidate), allow_decimal)
+            if candidate.choices is None and gold.labelled:
+                return self._decide_forms(_unlabelled(gold), candidate, allow_decimal)
             if gold.choices is None or candidate.choices is None:
                 return verdict(False, "choices", "one answer is a set of choice letters and "
                                                  "the other is not")
             return verdict(equal, "choices",
                            "the same choice letters" if equal else "different choice letters")
-        if candidate.hedge is not None:
-            return verdict(False, "hedge", f"the answer is hedged ({candidate.hedge.strip()!r}): "
-                                           "it names another value")
         if gold.words is not None or candidate.words is not None:
             gold_words = gold.words if gold.words is not None else gold.plain
             candidate_words = candidate.words if candidate.words is not None \
@@ -447,6 +469,9 @@ class Checker:
 
 
 _WORDS = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+# solveset's periodic solutions: `ImageSet(Lambda(_n, 2*_n*pi + pi/2), Integers)`. Read as
+# text they parse as a product of unknowns, or not at all: refused with the reason instead.
+_IMAGE_SET = re.compile(r"\bImageSet\(")
 
 
 def _printed_answer(candidate: str) -> str:
@@ -456,6 +481,11 @@ def _printed_answer(candidate: str) -> str:
             or printed_latex(candidate) is not None:
         return candidate
     return read_answer(candidate) or candidate
+
+
+def _unlabelled(form: Normalized) -> Normalized:
+    """The value of a choice letter written with it (`\\text{(B) } 12` -> `12`)."""
+    return replace(form, choices=None, labelled=False)
 
 
 def _marked(verdict: Verdict, printed: bool) -> Verdict:

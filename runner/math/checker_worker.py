@@ -248,6 +248,29 @@ def _exact_equal(gold: Any, candidate: Any) -> bool | None:
         return None
 
 
+def _imaginary_unit(expression: object) -> object:
+    """`expression` with the letter `i` read as the imaginary unit, when `i` is its only
+    letter (`i^2`, `\\frac{2}{1-i}`, `e^{i\\pi/3}`); else unchanged.
+
+    Math-Verify parses `i` as a variable. The rule: an answer that is a number apart from
+    the letter `i` writes the imaginary unit, since an index or a variable `i` comes with
+    other letters (`a_i`, `\\sum_{i=1}^n`, `x + i`). Decided per side, so that `-1`
+    against `i^2` compares `-1` with `I**2`; an answer with another letter keeps `i` a
+    variable on its side, and then the two differ as expressions do."""
+    from sympy import Basic, I
+
+    if not isinstance(expression, Basic):
+        return expression
+    symbols = expression.free_symbols
+    if not symbols or any(getattr(symbol, "name", None) != "i" for symbol in symbols):
+        return expression
+    try:
+        replaced: object = expression.xreplace(dict.fromkeys(symbols, I))
+    except (TypeError, ValueError, ArithmeticError):
+        return expression
+    return replaced
+
+
 def _literal_or_value(text: str, parsed: object) -> tuple[Fraction | None, int | None]:
     """(value, places): a literal number's own value and digits after its point, or an exact
     form's numeric value with no places."""
@@ -305,6 +328,7 @@ def compare(request: CompareRequest) -> CompareReply:
         return CompareReply(id=request.id, equal=False, rule="unparsed",
                             reason="the candidate answer could not be read as mathematics",
                             gold_parsed=_excerpt(gold))
+    gold, candidate = _imaginary_unit(gold), _imaginary_unit(candidate)
     if request.agree:
         return _agreement(request, gold, candidate)
     if request.allow_decimal:
@@ -321,7 +345,11 @@ def compare(request: CompareRequest) -> CompareReply:
             id=request.id, equal=exact, rule="exact",
             reason="both are exact numbers, compared exactly: " + ("equal" if exact else "different"),
             gold_parsed=_excerpt(gold), candidate_parsed=_excerpt(candidate))
-    equal = verify(gold, candidate, timeout_seconds=None, float_rounding=6, strict=True)
+    # A gold set and the equivalent relation are one answer both ways (`[-2, 7]` and
+    # `-2 \le x \le 7`): Math-Verify reads a relation as its set only on the gold's side
+    # unless told to (issue 32).
+    equal = verify(gold, candidate, timeout_seconds=None, float_rounding=6, strict=True,
+                   allow_set_relation_comp=True)
     return CompareReply(
         id=request.id, equal=bool(equal), rule="symbolic",
         reason="Math-Verify finds them " + ("equal" if equal else "different"),

@@ -41,7 +41,7 @@ because answers are hostile input.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..agent.boxed import closing_brace
@@ -70,6 +70,8 @@ class Normalized:
     plain: str = ""  # the whole answer as words (`text_key`), for comparing with text answers
     numeral: tuple[str, int] | None = None  # `1011_2`: the digits and the base
     hedge: str | None = None  # words after the answer that name another value (`\text{ (or 6)}`)
+    # `\text{(B) } 12`: a choice letter (in `choices`) with its value (the other fields).
+    labelled: bool = False
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -471,7 +473,58 @@ def _unwrap_numeric_text(match: re.Match[str]) -> str:
     return match.group(0) if re.search(r"[A-Za-z]", content) else content
 
 
+_NAMED_VALUE = re.compile(r"([A-Za-z])(?:_\{?(\d+)\}?)?\s*=\s*([^=,]+)")
+
+
+def _ordered_assignments(core: str) -> str:
+    """`y = 4, x = 3` -> `x = 3, y = 4`: values named by their variables are put in the
+    variables' order, so that they read as the pair `(3, 4)`.
+
+    The checker has no problem text to take the order from, so the order is the usual
+    convention: by name (`x, y, z`; `a, b, c`), subscripts by number (`x_2` before
+    `x_{10}`). Only lists of two or more assignments of numbers (no letters) to distinct
+    variables are reordered; anything else stays as written."""
+    items = [item.strip() for item in core.split(",")]
+    if len(items) < 2:
+        return core
+    named: list[tuple[tuple[str, int], str]] = []
+    for item in items:
+        match = _NAMED_VALUE.fullmatch(item)
+        if match is None or _letters_outside_commands(match.group(3)):
+            return core
+        letter, index, _ = match.groups()
+        named.append(((letter, int(index) if index else -1), item))
+    if len({name for name, _ in named}) != len(named):
+        return core
+    return ", ".join(item for _, item in sorted(named))
+
+
+# `\text{(B) } 12`, `(B) 12`, `\textbf{(B)}~12`: a choice letter, then its value.
+_LABELLED_CHOICE = re.compile(r"(?:\\text\{\s*\(([A-Z])\)\s*\}|\(([A-Z])\))\s*(\S.*)")
+_WHOLE_TEXT = re.compile(r"\\text\{([^{}]*)\}")
+
+
+def _labelled_choice(text: str) -> Normalized | None:
+    """The form of a choice letter written with its value, or None: the letter in
+    `choices`, the value's own form in the rest (`labelled`). The checker compares the
+    letter with a gold letter and the value with a gold value (it has no list of options to
+    tie the two together)."""
+    text = text.strip()
+    whole = _WHOLE_TEXT.fullmatch(text)  # `\text{(B) 12}`
+    match = _LABELLED_CHOICE.fullmatch(whole.group(1).strip() if whole else text)
+    if match is None:
+        return None
+    value = match.group(3).strip()
+    if _choices(value) is not None:  # `(A) B`: two letters, not a letter and a value
+        return None
+    form = _one(value)
+    return replace(form, choices=frozenset(match.group(1) or match.group(2)), labelled=True)
+
+
 def _one(text: str) -> Normalized:
+    labelled = _labelled_choice(text)
+    if labelled is not None:
+        return labelled
     unit: str | None = None
     text = _TEXT_GROUP.sub(_unwrap_numeric_text, text)
     if _DOLLAR.search(text):
@@ -516,7 +569,7 @@ def _one(text: str) -> Normalized:
     core = _TEXT_CONNECTIVE.sub(",", core)
     core = _EMPTY_ITEMS.sub(", ", core).strip().strip(",").strip().rstrip(".").strip()
 
-    core = _juxtaposed(_comma_number(core))
+    core = _ordered_assignments(_juxtaposed(_comma_number(core)))
     assignment = _ASSIGNMENT.match(core)
     variable = None
     if assignment and "=" not in core[assignment.end():] and \

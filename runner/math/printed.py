@@ -5,7 +5,9 @@ A Program-of-Thoughts answer is the last line a program printed: `[2, 3]` (what
 `-1 + 2*I` (`I` is the imaginary unit, not a choice letter), `Interval.open(-oo, 3)`,
 `Union(Interval(-oo, 1), Interval.open(2, oo))`, `Rational(1, 2)`, `sqrt(3)/2`,
 `{x: 2, y: 1}` (the values), `{1: 2, -3: 1}` (`roots()`: the roots, not their
-multiplicities), `(1+2j)`, `1e-05`, numpy's `[3. 2.]` and `np.float64(2.0)`.
+multiplicities), `(1+2j)`, `1e-05`, numpy's `[3. 2.]`, `[[1 2]\\n [3 4]]` (a matrix) and
+`np.float64(2.0)`, an inequality's solution `(3 < x) & (x < oo)` (the interval `(3,
+\\infty)`), `Poly(x**2 - 1, x, domain='ZZ')` (its expression).
 `printed_latex(text)` writes such a line as the LaTeX the checker reads
 (`2, 3`, `\\begin{pmatrix}1 \\\\ 2\\end{pmatrix}`, `(-\\infty, 3)`, ...).
 
@@ -133,6 +135,8 @@ class _Writer:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             sign = "-" if isinstance(node.op, ast.USub) else ""
             return sign + self.operand(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            return _Conditions(self).union(node)
         if isinstance(node, ast.BinOp):
             return self.binary(node)
         if isinstance(node, ast.Tuple):
@@ -142,9 +146,28 @@ class _Writer:
             return "\\{" + ", ".join(self.write(element) for element in node.elts) + "\\}"
         if isinstance(node, ast.List):
             return "(" + ", ".join(self.write(element) for element in node.elts) + ")"
+        if isinstance(node, ast.Call) and _dotted(node.func) == "Poly":
+            return self.poly(node)
         if isinstance(node, ast.Call) and not node.keywords:
             return self.call(_dotted(node.func), node.args)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+                and type(node.ops[0]) in _COMPARISONS:
+            return (f"{self.write(node.left)} {_COMPARISONS[type(node.ops[0])]} "
+                    f"{self.write(node.comparators[0])}")
         raise _NotPrinted
+
+    def poly(self, node: ast.Call) -> str:
+        """`Poly(x**2 - 5*x + 6, x, domain='ZZ')`: the polynomial's expression. Its
+        generators must be names and its only keyword the domain (the ring the
+        coefficients are read in, which does not change the expression); a `modulus=`
+        makes it a polynomial over a finite field, which no expression states."""
+        if not node.args or any(not isinstance(generator, ast.Name) for generator in node.args[1:]):
+            raise _NotPrinted
+        for keyword in node.keywords:
+            if keyword.arg != "domain" or not isinstance(keyword.value, ast.Constant) \
+                    or not isinstance(keyword.value.value, str):
+                raise _NotPrinted
+        return self.write(node.args[0])
 
     def operand(self, node: ast.expr, *, tight: bool = False) -> str:
         """A sub-expression, in parentheses where precedence needs them: a sum inside a
@@ -196,15 +219,88 @@ class _Writer:
         return "\\begin{pmatrix}" + " \\\\ ".join(rows) + "\\end{pmatrix}"
 
 
+_COMPARISONS: dict[type[ast.cmpop], str] = {ast.Lt: "<", ast.LtE: "\\le", ast.Gt: ">",
+                                            ast.GtE: "\\ge"}
+# Which end a comparison bounds, with the variable on the left: `x < a` is an upper end.
+_UPPER = {ast.Lt: False, ast.LtE: True}  # closed?
+_LOWER = {ast.Gt: False, ast.GtE: True}
+_FLIPPED: dict[type[ast.cmpop], type[ast.cmpop]] = {ast.Lt: ast.Gt, ast.LtE: ast.GtE,
+                                                    ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
+class _Conditions:
+    """sympy's print of an inequality's solution as the set it describes:
+    `(3 < x) & (x < oo)` -> `(3, \\infty)`, `((-oo < x) & (x < 1)) | ((2 < x) & (x < oo))`
+    -> `(-\\infty, 1) \\cup (2, \\infty)`. Each `&` joins a lower and an upper end of one
+    variable (as `solve` and `reduce_inequalities` print them), each `|` a union; anything
+    else (two variables, two lower ends, `Eq`) is not read."""
+
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
+        self.variable: str | None = None
+
+    def union(self, node: ast.expr) -> str:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return f"{self.union(node.left)} \\cup {self.union(node.right)}"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+            ends = [self.end(node.left), self.end(node.right)]
+            lower = [end for end in ends if end[0] == "lower"]
+            upper = [end for end in ends if end[0] == "upper"]
+            if len(lower) != 1 or len(upper) != 1:
+                raise _NotPrinted
+            (_, low, low_closed), (_, high, high_closed) = lower[0], upper[0]
+            return _bracketed("[" if low_closed else "(", low, high, "]" if high_closed else ")")
+        raise _NotPrinted
+
+    def end(self, node: ast.expr) -> tuple[str, str, bool]:
+        """("lower" or "upper", the bound, whether it is included) of `a < x` or `x <= a`."""
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            raise _NotPrinted
+        operator: type[ast.cmpop] = type(node.ops[0])
+        left, right = node.left, node.comparators[0]
+        if _variable(right) and not _variable(left):  # `3 < x` is `x > 3`
+            left, right = right, left
+            operator = _FLIPPED.get(operator, ast.Eq)
+        if not _variable(left) or _variable(right) or operator not in (*_UPPER, *_LOWER):
+            raise _NotPrinted
+        assert isinstance(left, ast.Name)
+        if self.variable not in (None, left.id):
+            raise _NotPrinted  # one variable throughout
+        self.variable = left.id
+        bound = self.writer.write(right)
+        if operator in _UPPER:
+            return "upper", bound, _UPPER[operator]
+        return "lower", bound, _LOWER[operator]
+
+
+def _variable(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id not in _NAMES and node.id not in _GREEK
+
+
 # numpy prints a 1-D array without commas: `[3. 2.]`, `[ 1 -2  3]`.
 _NUMPY_ARRAY = re.compile(r"\[\s*[-+]?[\d.]+(?:e[-+]?\d+)?(?:\s+[-+]?[\d.]+(?:e[-+]?\d+)?)*\s*\]")
 
 
+# A 2-D array prints one row a line: `[[1 2]\n [3 4]]`.
+_NUMPY_MATRIX = re.compile(r"\[\s*(?:\[[^\[\]]*\]\s*)+\]")
+_NUMPY_ROW = re.compile(r"\[[^\[\]]*\]")
+
+
 def _numpy_array(text: str) -> str:
-    """numpy's print of a 1-D array as a Python list (`[3. 2.]` -> `[3., 2.]`)."""
-    if "," in text or not _NUMPY_ARRAY.fullmatch(text):
+    """numpy's print of an array as Python: a 1-D array as a list (`[3. 2.]` ->
+    `[3., 2.]`), a 2-D one as a matrix (`[[1 2]\n [3 4]]` -> `Matrix([[1, 2], [3, 4]])`).
+    A summarised print (`...`) or rows of different lengths are not read."""
+    if "," in text:
         return text
-    return "[" + ", ".join(text[1:-1].split()) + "]"
+    if _NUMPY_ARRAY.fullmatch(text):
+        return "[" + ", ".join(text[1:-1].split()) + "]"
+    if not _NUMPY_MATRIX.fullmatch(text):
+        return text
+    rows = [row.group(0) for row in _NUMPY_ROW.finditer(text[1:-1])]
+    if any(not _NUMPY_ARRAY.fullmatch(row) for row in rows) \
+            or len({len(row.split()) for row in rows}) != 1:
+        return text
+    return "Matrix([" + ", ".join(_numpy_array(row) for row in rows) + "])"
 
 
 def _dotted(node: ast.expr) -> str:

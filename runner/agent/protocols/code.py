@@ -15,7 +15,8 @@ without code and without an answer that contains this word (`TERMINATE`) ends th
 no answer; `native_tools`: the set's functions are also offered as native tool calls, whose
 results come back as `tool` messages (dropped if the server refuses them);
 `output_answer`: the answer is the last line printed by the reply's last block, when it
-ran (Program of Thoughts: one program whose output is the answer).
+ran (Program of Thoughts: one program whose output is the answer), or the last value when
+it spans lines (a numpy 2-D array prints a row a line: `last_printed_value`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,22 @@ JSON = frozenset({"json", "json5", "jsonc"})
 OUTPUTS = frozenset({"output", "text", "console", "stdout", "result", "plaintext", "txt"})
 
 AnswerRule = Callable[[str], "str | None"]
+
+
+# A printed value spans at most this many lines (a 2-D array's rows); beyond, the last line.
+MAX_VALUE_LINES = 200
+
+
+def last_printed_value(lines: Sequence[str]) -> str:
+    """The last value among printed `lines`: the last line, or the lines of one value that
+    Python printed over several, as numpy does a 2-D array (`[[1 2]` then ` [3 4]]`): the
+    lines back to where its brackets open. When they never balance, the last line."""
+    depth = 0
+    for index in range(len(lines) - 1, max(-1, len(lines) - 1 - MAX_VALUE_LINES), -1):
+        depth += lines[index].count("]") - lines[index].count("[")
+        if depth <= 0:
+            return "\n".join(lines[index:])
+    return lines[-1]
 
 
 class CodeProtocol(ReplyProtocol):
@@ -89,7 +106,7 @@ class CodeProtocol(ReplyProtocol):
         if not lines:
             return None
         boxed = self.answer_rule(lines[-1])
-        return (boxed if boxed is not None else lines[-1]).strip() or None
+        return (boxed if boxed is not None else last_printed_value(lines)).strip() or None
 
     def system_prompt(self, functions: FunctionSet) -> str:
         prompt = ("You are a careful assistant that solves the user's task with Python. "
