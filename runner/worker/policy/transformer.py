@@ -24,18 +24,17 @@ import annotations`. Stdlib only (and RestrictedPython).
 from __future__ import annotations
 
 import ast
-import types
 from typing import Any, cast
 
 from RestrictedPython.compile import CompileResult
 from RestrictedPython.transformer import IOPERATOR_TO_STR, RestrictingNodeTransformer, copy_locations
 
 from .builtins import MODULE_CODE_NAME
+from .compiled import remember_code
 from .names import (
     RESERVED_PRIVATE_NAMES,
     SAFE_DUNDER_ATTRIBUTES,
     SPECIAL_METHOD_NAMES,
-    identity,
     is_private_name,
 )
 
@@ -449,29 +448,6 @@ def wrap_module(tree: ast.Module) -> tuple[ast.Module, list[str]]:
     return ast.fix_missing_locations(module), problems
 
 
-# Every code object compiled under the policy in this process (kept alive, so an id stays
-# its code's): a function whose code is one of them is the user's own code, whatever its
-# `__module__` says (a library decorator's real functools.wraps copies that).
-_POLICY_CODE: dict[int, types.CodeType] = {}
-
-
-def _remember(code: types.CodeType) -> None:
-    pending = [code]
-    while pending:
-        current = pending.pop()
-        _POLICY_CODE[identity(current)] = current
-        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-
-
-def is_policy_function(value: Any) -> bool:
-    """A function whose code the policy compiled (user code, or code a library generated
-    and the policy compiled: lambdify's, parse_expr's)."""
-    if type(value) is not types.FunctionType:
-        return False
-    code = value.__code__
-    return _POLICY_CODE.get(identity(code)) is code
-
-
 def compile_user_code(source: str | ast.Module, filename: str, *,
                       bound_elsewhere: frozenset[str] = frozenset()) -> CompileResult:
     """Compile a module's code under the policy, as a function of the hooks (hooks.py
@@ -494,7 +470,7 @@ def compile_user_code(source: str | ast.Module, filename: str, *,
     # import annotations` of the module that calls compile(), which turns every annotation
     # of user code into a string that typing later evaluates.
     code = compile(wrapped, filename, "exec", dont_inherit=True)
-    _remember(code)
+    remember_code(code)
     return CompileResult(code, (), warnings, used_names)
 
 
@@ -516,5 +492,5 @@ def compile_user_expression(source: str | ast.Expression, filename: str = "<stri
     module = ast.fix_missing_locations(
         ast.Module(body=[_as_function(body, EXPRESSION_CODE_NAME)], type_ignores=[]))
     code = compile(module, filename, "exec", dont_inherit=True)
-    _remember(code)
+    remember_code(code)
     return CompileResult(code, (), warnings, used_names)
