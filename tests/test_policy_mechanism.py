@@ -221,6 +221,64 @@ def test_c_iteration_of_allowed_values_is_unchanged(guards, capsys):
     assert capsys.readouterr().out == "[1] 3 [1, 3] ['a', 'b'] <class 'map'>\n"
 
 
+# --- checks compiled inline, and direct calls, decide as the hooks do --------------------
+
+def test_an_inline_attribute_read_still_checks_what_a_library_stored(guards):
+    namespace = run(guards, "class Box:\n    pass\nbox = Box()\n"
+                            "def read(b):\n    return b.content\n"
+                            "def call(b):\n    return b.content()\n")
+    namespace["box"].content = os  # a library wrote it onto the user's object
+    with pytest.raises(Denied, match="os"):
+        namespace["read"](namespace["box"])
+    namespace["box"].content = functools.partial(os.getcwd)
+    with pytest.raises(Denied, match="wraps"):
+        namespace["call"](namespace["box"])
+
+
+@pytest.mark.parametrize("code, message", [
+    ("import math\ndef f(m):\n    m.tau = 1\nf(math)\n", "module"),
+    ("def f(c):\n    c.name = 'x'\nf(sympy.Symbol)\n", "class"),
+    ("def f(g):\n    g.attribute = 1\nf(sympy.expand)\n", "function"),
+])
+def test_an_inline_write_still_refuses_modules_classes_and_functions(guards, code, message):
+    with pytest.raises(Denied, match=message):
+        run(guards, "import sympy\n" + code)
+
+
+def test_inline_checks_keep_every_scope_working(guards, capsys):
+    # Comprehension iterables, class bodies, lambdas and generators keep the hooks (an
+    # assignment expression would bind in the wrong scope, or is not allowed there).
+    run(guards, "import sympy\nx = sympy.Symbol('x')\n"
+                "class K:\n    free = [s.name for s in (x + 1).free_symbols]\n"
+                "    size = x.name.upper()\n"
+                "def f(e):\n    g = (a.name for a in e.free_symbols)\n"
+                "    h = lambda v: v.name\n"
+                "    return [s.name for s in e.free_symbols], list(g), h(x), K.free, K.size\n"
+                "print(f(x**2))\n")
+    assert capsys.readouterr().out == "(['x'], ['x'], 'x', ['x'], 'X')\n"
+
+
+def test_a_direct_call_is_an_ordinary_call_once_the_name_is_rebound(guards):
+    namespace = run(guards, "def step():\n    return 1\ndef use():\n    return step()\n")
+    assert namespace["use"]() == 1
+    # A library writing the run's namespace: the call now checks what it gets back.
+    namespace["step"] = functools.partial(sys.modules.get, "os")
+    with pytest.raises(Denied, match="os"):
+        namespace["use"]()
+
+
+def test_a_library_calling_a_top_level_function_still_meets_its_entry_checks(guards):
+    namespace = run(guards, "def step(value):\n    return 0\nprint(step(1))\n")
+    with pytest.raises(Denied, match="argument passed to a user function"):
+        list(map(namespace["step"], [os]))
+
+
+def test_direct_call_twins_are_in_no_namespace(guards):
+    namespace = run(guards, "def step(v):\n    return v\nstep(1)\nnames = dir()\n")
+    hidden = [n for n in (*namespace, *namespace["names"]) if n.startswith(("_direct_", "_public_", "_make_"))]
+    assert hidden == []
+
+
 # --- the hooks are out of reach of every namespace --------------------------------------
 
 PROBES = """
