@@ -17,6 +17,7 @@ A generic mechanism, and per-library declarations:
 - transformer.py: the compiler (RestrictedPython's transformer, plus hooks as parameters
   and checks on entry of every user function);
 - inline.py: the checks the compiler can prove, compiled inline instead of hook calls;
+- direct_calls.py: user code's calls of its own top-level functions, without entry checks;
 - hooks.py: running compiled code, the hooks passed in as arguments;
 - refusals.py: how a refusal is raised, announced and recorded;
 - libraries/: what each library adds (sympy: curated subpackages, refused corners and
