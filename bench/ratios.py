@@ -23,6 +23,20 @@ def median_seconds(action: Callable[[], object], runs: int) -> float:
     return statistics.median(samples)
 
 
+def paired_medians(action: Callable[[], object], baseline: Callable[[], object],
+                   runs: int) -> tuple[float, float]:
+    """The medians of `action` and `baseline`, timed alternately (one of each per round), so
+    that load from elsewhere falls on both alike."""
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(runs):
+        for timed, samples in ((action, ours), (baseline, theirs)):
+            started = time.perf_counter()
+            timed()
+            samples.append(time.perf_counter() - started)
+    return statistics.median(ours), statistics.median(theirs)
+
+
 def paced_by(action: Callable[[], object], pause_s: float) -> Callable[[], None]:
     """`action` after a pause (time a paced run's median, then subtract the pause)."""
     def paced() -> None:

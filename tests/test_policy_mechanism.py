@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import builtins
 import functools
+import importlib
+import itertools
 import os
+import sys
 
 import pytest
 import sympy
+from sympy.utilities.decorator import threaded
 
 from runner import Status
 from runner.worker.policy import (
@@ -129,6 +133,150 @@ def test_a_library_function_handed_to_a_lambda_is_refused_not_substituted(guards
 def test_a_def_receives_the_guarded_stand_in(guards):
     namespace = run(guards, "def take(f):\n    return f\n")
     assert namespace["take"](functools.update_wrapper) is not functools.update_wrapper
+
+
+# --- wrappers judged by what they wrap ------------------------------------------------------
+
+# What a library could hand user code: wrappers (of builtins', functools' or itertools'
+# classes, all allowed) around something refused. Each is judged by what it wraps.
+REFUSED_WRAPPERS = {
+    "partial": lambda: functools.partial(getattr),
+    "partial-of-a-partial": lambda: functools.partial(functools.partial(eval), "1"),
+    "partial-argument": lambda: functools.partial(print, os),
+    "partial-keyword": lambda: functools.partial(print, file=os),
+    "partialmethod": lambda: functools.partialmethod(setattr),
+    "staticmethod": lambda: staticmethod(eval),
+    "classmethod": lambda: classmethod(exec),
+    "property": lambda: property(open),
+    "cached_property": lambda: functools.cached_property(getattr),
+    "lru_cache": lambda: functools.lru_cache(maxsize=None)(eval),
+    "cache": lambda: functools.cache(importlib.import_module),
+    "map": lambda: map(getattr, [1], ["real"]),
+    "filter": lambda: filter(eval, []),
+    "starmap": lambda: itertools.starmap(setattr, []),
+    "takewhile": lambda: itertools.takewhile(exec, []),
+    "dropwhile": lambda: itertools.dropwhile(exec, []),
+    "filterfalse": lambda: itertools.filterfalse(exec, []),
+    "accumulate": lambda: itertools.accumulate([], setattr),
+    "groupby": lambda: itertools.groupby([], getattr),
+    "callable-iterator": lambda: iter(os.getcwd, None),
+    "a-library-function-made-by-wraps": lambda: threaded(eval),
+    # (partial flattens a partial of a partial; staticmethod does not.)
+    "too-deep-to-read": lambda: functools.reduce(lambda w, _: staticmethod(w), range(20), print),
+}
+ALLOWED_WRAPPERS = {
+    "partial": lambda: functools.partial(sympy.Symbol, positive=True),
+    "staticmethod": lambda: staticmethod(sympy.sin),
+    "lru_cache": lambda: functools.lru_cache(maxsize=None)(sympy.factorint),
+    "map": lambda: map(sympy.sqrt, [4]),
+    "a-library-function-made-by-wraps": lambda: threaded(sympy.expand),
+}
+
+
+@pytest.mark.parametrize("wrapper", list(REFUSED_WRAPPERS))
+def test_a_wrapper_is_judged_by_what_it_wraps(guards, wrapper):
+    namespace = run(guards, USER_CODE)
+    with pytest.raises(Denied, match="wraps"):
+        namespace["key"](REFUSED_WRAPPERS[wrapper]())
+    with pytest.raises(Denied, match="wraps"):
+        guards.check_result(REFUSED_WRAPPERS[wrapper]())
+
+
+@pytest.mark.parametrize("wrapper", list(ALLOWED_WRAPPERS))
+def test_a_wrapper_of_allowed_values_may_be_held(guards, wrapper):
+    value = ALLOWED_WRAPPERS[wrapper]()
+    assert guards.check_result(value) is value
+
+
+# --- values crossing between library callables in C iteration ------------------------------
+
+# `lookup` (sys.modules.get: a dict's bound method, acceptable by itself) is what a library
+# could hand user code. Composed by C iteration, its result (the os module) goes straight
+# to the next callable; each route ends in a plain value, so checking only what comes back
+# to user code would see nothing.
+CROSSINGS = {
+    "map": "print(list(map(str, map(lookup, ['os']))))",
+    "map-by-type": "M = type(map(len, []))\nprint(list(M(str, M(lookup, ['os']))))",
+    "reduce": "import functools\nprint(functools.reduce(lookup, ['os', 'json', 'x']))",
+    "accumulate": "import itertools\nprint(list(map(str, itertools.accumulate(['os', 'x'], lookup))))",
+    "starmap": "import itertools\nprint(list(map(str, itertools.starmap(lookup, [('os',)]))))",
+    "iter-callable": ("import functools\n"
+                      "print(next(map(str, iter(functools.partial(lookup, 'os'), None))))"),
+}
+
+
+@pytest.mark.parametrize("route", list(CROSSINGS))
+def test_values_crossing_c_iteration_are_checked(guards, route, capsys):
+    namespace = new_namespace(guards)
+    namespace["lookup"] = sys.modules.get
+    with pytest.raises(Denied, match="between library functions"):
+        run(guards, CROSSINGS[route], namespace)
+    assert "module" not in capsys.readouterr().out
+
+
+def test_c_iteration_of_allowed_values_is_unchanged(guards, capsys):
+    run(guards, "import functools, itertools\nprint(list(map(abs, [-1])), "
+                "functools.reduce(max, [1, 3, 2]), list(itertools.accumulate([1, 2])), "
+                "sorted(['b', 'a'], key=str.upper), type(map(len, [])))")
+    assert capsys.readouterr().out == "[1] 3 [1, 3] ['a', 'b'] <class 'map'>\n"
+
+
+# --- checks compiled inline, and direct calls, decide as the hooks do --------------------
+
+def test_an_inline_attribute_read_still_checks_what_a_library_stored(guards):
+    namespace = run(guards, "class Box:\n    pass\nbox = Box()\n"
+                            "def read(b):\n    return b.content\n"
+                            "def call(b):\n    return b.content()\n")
+    namespace["box"].content = os  # a library wrote it onto the user's object
+    with pytest.raises(Denied, match="os"):
+        namespace["read"](namespace["box"])
+    namespace["box"].content = functools.partial(os.getcwd)
+    with pytest.raises(Denied, match="wraps"):
+        namespace["call"](namespace["box"])
+
+
+@pytest.mark.parametrize("code, message", [
+    ("import math\ndef f(m):\n    m.tau = 1\nf(math)\n", "module"),
+    ("def f(c):\n    c.name = 'x'\nf(sympy.Symbol)\n", "class"),
+    ("def f(g):\n    g.attribute = 1\nf(sympy.expand)\n", "function"),
+])
+def test_an_inline_write_still_refuses_modules_classes_and_functions(guards, code, message):
+    with pytest.raises(Denied, match=message):
+        run(guards, "import sympy\n" + code)
+
+
+def test_inline_checks_keep_every_scope_working(guards, capsys):
+    # Comprehension iterables, class bodies, lambdas and generators keep the hooks (an
+    # assignment expression would bind in the wrong scope, or is not allowed there).
+    run(guards, "import sympy\nx = sympy.Symbol('x')\n"
+                "class K:\n    free = [s.name for s in (x + 1).free_symbols]\n"
+                "    size = x.name.upper()\n"
+                "def f(e):\n    g = (a.name for a in e.free_symbols)\n"
+                "    h = lambda v: v.name\n"
+                "    return [s.name for s in e.free_symbols], list(g), h(x), K.free, K.size\n"
+                "print(f(x**2))\n")
+    assert capsys.readouterr().out == "(['x'], ['x'], 'x', ['x'], 'X')\n"
+
+
+def test_a_direct_call_is_an_ordinary_call_once_the_name_is_rebound(guards):
+    namespace = run(guards, "def step():\n    return 1\ndef use():\n    return step()\n")
+    assert namespace["use"]() == 1
+    # A library writing the run's namespace: the call now checks what it gets back.
+    namespace["step"] = functools.partial(sys.modules.get, "os")
+    with pytest.raises(Denied, match="os"):
+        namespace["use"]()
+
+
+def test_a_library_calling_a_top_level_function_still_meets_its_entry_checks(guards):
+    namespace = run(guards, "def step(value):\n    return 0\nprint(step(1))\n")
+    with pytest.raises(Denied, match="argument passed to a user function"):
+        list(map(namespace["step"], [os]))
+
+
+def test_direct_call_twins_are_in_no_namespace(guards):
+    namespace = run(guards, "def step(v):\n    return v\nstep(1)\nnames = dir()\n")
+    hidden = [n for n in (*namespace, *namespace["names"]) if n.startswith(("_direct_", "_public_", "_make_"))]
+    assert hidden == []
 
 
 # --- the hooks are out of reach of every namespace --------------------------------------

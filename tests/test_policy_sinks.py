@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from runner import ExecutionResult, Status
-from runner.worker.policy import SINKS, Policy
+from runner.worker.policy import SINKS, Guards, Policy
 
 from test_restricted_attacks import (  # noqa: F401 - `markers` is a fixture
     GUARD_NAMES,
@@ -547,6 +547,12 @@ ATTRIBUTE_CALLERS = {
     # AssocOpDispatcher(name) walks attrgetter('_<name>_handler') over what it is called with.
     "assoc-op-dispatcher": ("from sympy.core.operations import AssocOpDispatcher\n"
                             "d = AssocOpDispatcher('x.__globals__.y')\n"),
+    # register_handler(key, ...) is setattr(Q, key, ...) on sympy's shared Q; remove_handler
+    # reads getattr(Q, key).
+    "register-handler": ("from sympy.assumptions.ask import register_handler\n"
+                         "register_handler('__class__', object)\n"),
+    "remove-handler": ("from sympy.assumptions.ask import remove_handler\n"
+                       "remove_handler('__init__', object)\n"),
 }
 
 
@@ -563,7 +569,8 @@ def test_sink_attribute_callers_are_refused(restricted, case):
         assert_ok(attack(restricted, code), "('radd', 'x') ('rmul', 'Symbol')\n")
         return
     r = attack(restricted, ATTRIBUTE_CALLERS[case])
-    assert_denied(r, ("call_highest_priority", "AppliedFunction", "AssocOpDispatcher"))
+    assert_denied(r, ("call_highest_priority", "AppliedFunction", "AssocOpDispatcher",
+                      "register_handler", "remove_handler"))
 
 
 NAMESPACE_WRITERS = {
@@ -1201,6 +1208,214 @@ def test_sink_lazy_imports_hand_out_nothing(restricted, case):
     assert "<module" not in r.stdout and "<built-in" not in r.stdout, r.stdout
 
 
+# --- names built from caller data, wrappers, C iteration, format by value ------------------
+
+# The library classes an attack could write onto, and what they hold before it: compared
+# after the attack (its refusal caught, so the run goes on to say).
+_LIBRARY_CLASSES = ("import sympy\nfrom sympy.polys.rings import PolyRing\n"
+                    "from sympy.physics.quantum.qasm import Qasm\n"
+                    "_classes = [sympy.Symbol, sympy.Basic, sympy.Expr, sympy.sin, sympy.Function, "
+                    "PolyRing, Qasm]\n_before = [sorted(dir(c)) for c in _classes]\n")
+_CLASSES_UNCHANGED = "classes unchanged: True\n"
+
+
+def caught(attack_code: str) -> str:
+    """The attack between the snapshot of the library classes and their comparison."""
+    body = "".join(f"    {line}\n" for line in attack_code.strip("\n").split("\n"))
+    return (_LIBRARY_CLASSES + "try:\n" + body + "except BaseException:\n"
+            "    print('refused')\n"
+            "print('classes unchanged:', [sorted(dir(c)) for c in _classes] == _before)\n")
+
+
+def assert_refused_and_unchanged(r: ExecutionResult, names: tuple[str, ...]) -> None:
+    assert_denied(r, names)
+    assert r.stdout.endswith("refused\n" + _CLASSES_UNCHANGED), _describe(r)
+
+
+_MEMOIZED = "from sympy.utilities.decorator import memoize_property\ndef f(self):\n    return f\n"
+MEMOIZE = {
+    # '_' + '_globals__' is '__globals__': a dunder read off any object (then written, when
+    # missing, onto sympy's class).
+    "dunder-name": (_MEMOIZED + "f.__name__ = '_globals__'\np = memoize_property(f)\n"
+                    "print(p.fget(sympy.sin))\n", ("_globals__", "memoize_property")),
+    "dunder-qualname-route": (_MEMOIZED + "f.__name__ = '_class__'\n"
+                              "print(sympy.memoize_property(f).fget(1))\n", ("_class__",)),
+    # A plain name: its cache attribute written onto sympy's own class.
+    "write-onto-a-library-class": (_MEMOIZED + "f.__name__ = 'cached'\n"
+                                   "p = memoize_property(f)\np.fget(sympy.Symbol)\n", ("_cached",)),
+    "write-onto-a-library-object": (_MEMOIZED + "p = memoize_property(f)\n"
+                                    "p.fget(sympy.Symbol('x'))\n", ("_f",)),
+    # A library object's internals read under a name the run chose.
+    "read-library-internals": (_MEMOIZED + "f.__name__ = 'assumptions0'\n"
+                               "print(memoize_property(f).fget(sympy.Symbol('x')))\n", ("_assumptions0",)),
+    "user-subclass-of-a-library-class": (
+        _MEMOIZED + "f.__name__ = 'assumptions0'\n"
+        "class S(sympy.Symbol):\n    p = memoize_property(f)\nprint(S('x').p)\n", ("_assumptions0",)),
+    "from-the-package": ("from sympy.utilities import memoize_property\n"
+                         "def g(self):\n    return 1\ng.__name__ = '_dict__'\n"
+                         "print(memoize_property(g).fget(sympy.Basic))\n", ("_dict__",)),
+    # The getter called by C iteration, not by user code.
+    "getter-through-map": (_MEMOIZED + "f.__name__ = 'x'\n"
+                           "print(list(map(memoize_property(f).fget, [sympy.Expr])))\n", ("_x",)),
+}
+
+
+@pytest.mark.parametrize("case", [*MEMOIZE, "legitimate"])
+def test_sink_memoize_property_reaches_only_the_users_attributes(restricted, case):
+    if case == "legitimate":
+        code = ("from sympy import memoize_property\nclass C:\n    calls = []\n"
+                "    @memoize_property\n    def area(self):\n        C.calls.append(1)\n        return 6\n"
+                "c = C()\nprint(c.area, c.area, c._area, len(C.calls))\n")
+        assert_ok(attack(restricted, code), "6 6 6 1\n")
+        return
+    code, names = MEMOIZE[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
+GENERATOR_NAMES = {
+    "ring": ("from sympy.polys.rings import ring\nfrom sympy import ZZ\nring('_hash, x', ZZ)\n",
+             ("_hash", "PolyRing")),
+    "ring-dunder": ("from sympy import ring, ZZ, symbols\nring(symbols('__init__ y'), ZZ)\n",
+                    ("__init__",)),
+    "field": ("from sympy import field, QQ\nfield('_hash', QQ)\n", ("_hash", "FracField")),
+    # FreeGroup writes a generator over an attribute it already has.
+    "free-group": ("from sympy.combinatorics.free_groups import free_group\nfree_group('_hash x')\n",
+                   ("_hash", "FreeGroup")),
+    "coordinate-system": ("from sympy.vector import CoordSys3D\n"
+                          "CoordSys3D('N', variable_names=('_parent', 'y', 'z'))\n",
+                          ("_parent", "CoordSys3D")),
+    "coordinate-vectors": ("from sympy.vector import CoordSys3D\n"
+                           "CoordSys3D('N', vector_names=['i', '__class__', 'k'])\n",
+                           ("__class__", "CoordSys3D")),
+}
+
+
+@pytest.mark.parametrize("case", [*GENERATOR_NAMES, "legitimate"])
+def test_sink_generator_names_write_no_internals(restricted, case):
+    if case == "legitimate":
+        code = ("from sympy import ring, field, ZZ, QQ\nfrom sympy.combinatorics.free_groups import free_group\n"
+                "from sympy.vector import CoordSys3D\nR, x, y = ring('x, y', ZZ)\nK, a = field('a', QQ)\n"
+                "F, u, v = free_group('u v')\nN = CoordSys3D('N', variable_names=('p', 'q', 'r'))\n"
+                "print(R.x == x, (x + y)**2, K.a == a, F, N.p)\n")
+        assert_ok(attack(restricted, code), "True x**2 + 2*x*y + y**2 True <free group on the generators (u, v)> N.p\n")
+        return
+    code, names = GENERATOR_NAMES[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
+QASM = {
+    "setattr": ("from sympy.physics.quantum.qasm import Qasm\nQasm('qubit q0', '__setattr__ defs,1')\n",
+                ("__setattr__", "Qasm")),
+    "init": ("from sympy.physics.quantum.qasm import Qasm\nq = Qasm('qubit q0')\nq.add('__init__ x')\n",
+             ("__init__", "Qasm")),
+    "private-helper": ("from sympy.physics.quantum.qasm import Qasm\nQasm('_secret q0')\n", ("_secret",)),
+}
+
+
+@pytest.mark.parametrize("case", [*QASM, "legitimate"])
+def test_sink_qasm_calls_only_public_commands(restricted, case):
+    if case == "legitimate":
+        code = ("from sympy.physics.quantum.qasm import Qasm\n"
+                "print(Qasm('qubit q0', 'qubit q1', 'h q0', 'cnot q0,q1').get_circuit())\n")
+        assert_ok(attack(restricted, code), "CNOT(1,0)*H(1)\n")
+        return
+    code, names = QASM[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
+WRAPPERS = {
+    # A property read off a library class: builtins' class, but its getter comes from a
+    # refused module (sympy.core.cache).
+    "library-property": ("from sympy.solvers.ode.single import SingleODEProblem\n"
+                         "p = SingleODEProblem.order\n", ("sympy.core.cache", "wraps")),
+    "library-property-via-getattr": ("from sympy.solvers.ode.single import SingleODEProblem\n"
+                                     "p = getattr(SingleODEProblem, 'order')\n", ("sympy.core.cache",)),
+    # Wrappers of the real str.format: the stand-in is what user code gets, never the real
+    # one inside a wrapper.
+    "partial-of-a-bound-super-format": (
+        "import functools\nclass S(str):\n    pass\ns = S('{0.__class__}')\n"
+        "f = functools.partial(super(S, s).format)\nprint(f(1))\n", ("__class__",)),
+    # A subclass whose `func` lies: the C partial's own fields are read.
+    "partial-subclass-with-a-lying-func": (
+        "import functools\nclass P(functools.partial):\n    @property\n    def func(self):\n"
+        "        return len\nclass S(str):\n    pass\n"
+        "p = P(super(S, S('{0.__class__}')).format)\nprint(p(1))\n", ("__class__",)),
+}
+
+
+@pytest.mark.parametrize("case", [*WRAPPERS, "legitimate"])
+def test_sink_wrappers_are_judged_by_what_they_wrap(restricted, case):
+    if case == "legitimate":
+        code = ("import functools, sympy\np = functools.partial(sympy.Symbol, positive=True)\n"
+                "c = functools.lru_cache(maxsize=None)(sympy.factorint)\n"
+                "class K:\n    @staticmethod\n    def s(v):\n        return v + 1\n"
+                "    @property\n    def q(self):\n        return 2\n"
+                "m = map(sympy.sqrt, [4])\nprint(p('x').is_positive, c(12), K.s(1), K().q, list(m), "
+                "functools.partial(print, 'via partial')())\n")
+        assert_ok(attack(restricted, code), "via partial\nTrue {2: 2, 3: 1} 2 2 [2] None\n")
+        return
+    code, names = WRAPPERS[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
+C_ITERATION = {
+    # The memoize getter (a library function) fed by C iteration: each argument it gets is
+    # a value the check sees.
+    "map-of-a-library-getter": (_MEMOIZED + "p = memoize_property(f)\n"
+                                "print(list(map(p.fget, [sympy.Symbol])))\n", ("_f",)),
+    "reduce": (_MEMOIZED + "import functools\np = memoize_property(f)\n"
+               "print(functools.reduce(lambda a, b: p.fget(b), [1, sympy.sin]))\n", ("_f",)),
+    # The real map is not reachable through type() of a stand-in's object either.
+    "type-of-a-map": ("class S(str):\n    pass\nM = type(map(len, []))\n"
+                      "print(list(M(super(S, S('{0.__class__}')).format, [1])))\n", ("__class__",)),
+    "iter-callable": ("class S(str):\n    pass\nf = super(S, S('{0.__class__}')).format\n"
+                      "print(next(iter(lambda: f(1), None)))\n", ("__class__",)),
+}
+
+
+@pytest.mark.parametrize("case", [*C_ITERATION, "legitimate"])
+def test_sink_c_iteration_checks_what_crosses_it(restricted, case):
+    if case == "legitimate":
+        code = ("import functools, itertools, sympy\nx = sympy.Symbol('x')\n"
+                "print(list(map(sympy.diff, [x**2, x**3], [x, x])), list(filter(None, [0, 1])),\n"
+                "      sorted([x, 2*x], key=str), functools.reduce(sympy.Add, [x, 1, 2]),\n"
+                "      list(itertools.starmap(pow, [(2, 5)])), list(itertools.accumulate([1, 2, 3])),\n"
+                "      [k for k, _ in itertools.groupby('aab')], max([x, x**2], key=sympy.count_ops),\n"
+                "      sorted([3, 1, 2], key=functools.cmp_to_key(lambda a, b: a - b)), type(map(len, [])))\n")
+        assert_ok(attack(restricted, code),
+                  "[2*x, 3*x**2] [1] [2*x, x] x + 3 [32] [1, 3, 6] ['a', 'b'] x**2 [1, 2, 3] "
+                  "<class 'map'>\n")
+        return
+    code, names = C_ITERATION[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
+BOUND_FORMAT = {
+    # The receiver of the read is a super proxy, not a str: the bound method is the real
+    # str.format unless the value decides.
+    "super-of-a-str-subclass": ("class S(str):\n    pass\nimport json\n"
+                                "print(super(S, S('{0.__globals__}')).format(json.loads))\n",
+                                ("__globals__",)),
+    "super-format-map": ("class S(str):\n    pass\n"
+                         "print(super(S, S('{x.__class__}')).format_map({'x': 1}))\n", ("__class__",)),
+    "super-of-the-class": ("class S(str):\n    pass\nprint(super(S, S).format('{0.__class__}', 1))\n",
+                           ("__class__",)),
+    "bound-held-in-a-list": ("class S(str):\n    pass\nfs = [super(S, S('{0.__class__}')).format]\n"
+                             "print(fs[0](1))\n", ("__class__",)),
+}
+
+
+@pytest.mark.parametrize("case", [*BOUND_FORMAT, "legitimate"])
+def test_sink_bound_format_is_guarded_by_its_value(restricted, case):
+    if case == "legitimate":
+        code = ("class S(str):\n    pass\nprint(super(S, S('{0}-{1:.1f}')).format('a', 2.25), "
+                "super(S, S('{k}')).format_map({'k': 3}), super(S, S('{0.real}')).format(5))\n")
+        assert_ok(attack(restricted, code), "a-2.2 3 5\n")
+        return
+    code, names = BOUND_FORMAT[case]
+    assert_refused_and_unchanged(attack(restricted, caught(code)), names)
+
+
 # --- the table and this module -------------------------------------------------------------
 
 def test_every_sink_has_an_attack_test_and_every_attack_test_a_sink():
@@ -1214,3 +1429,15 @@ def test_every_sink_has_an_attack_test_and_every_attack_test_a_sink():
     for sink in SINKS:
         assert sink.callable and sink.reaches and sink.how, sink
         assert sink.closed_by in ("patched", "refused", "substituted", "mechanism", "worker"), sink
+    # Every callable a declaration refuses, every stand-in of C iteration and every kind
+    # of wrapper the check looks inside has its row (and so its attack).
+    from runner.worker.policy.libraries import declaration
+    from runner.worker.policy.plumbing import make_plumbing
+    from runner.worker.policy.wrappers import WRAPPER_TYPES
+
+    rows = " ".join(sink.callable for sink in SINKS)
+    refused = [obj.__name__ for obj, _ in declaration("sympy").refused()]
+    plumbing = [real.__name__ for real in make_plumbing(Guards(Policy()).values)]
+    wrappers = [kind.__name__.strip("_").replace("_wrapper", "") for kind in WRAPPER_TYPES]
+    for name in (*refused, *plumbing, *wrappers):
+        assert name in rows, f"{name} has no row in SINKS"

@@ -6,11 +6,18 @@ A generic mechanism, and per-library declarations:
   the interpreter's own modules, what C code imports lazily);
 - modules.py: the allowlist, with each library's declaration folded in;
 - checks.py: the one value check, applied wherever a value reaches user code;
+- wrappers.py: what a wrapper (partial, staticmethod, map object, ...) holds, which the
+  check judges instead of the wrapper's class;
+- plumbing.py: C iteration that calls functions (map, reduce, sorted's key, ...), with
+  every value crossing it between library callables checked;
+- compiled.py: which code the policy compiled (the user's own functions);
 - guards.py: the hooks compiled code calls (attributes, items, iteration, writes, calls,
   function entry, imports, formatting);
 - builtins.py: the builtins user code sees;
 - transformer.py: the compiler (RestrictedPython's transformer, plus hooks as parameters
   and checks on entry of every user function);
+- inline.py: the checks the compiler can prove, compiled inline instead of hook calls;
+- direct_calls.py: user code's calls of its own top-level functions, without entry checks;
 - hooks.py: running compiled code, the hooks passed in as arguments;
 - refusals.py: how a refusal is raised, announced and recorded;
 - libraries/: what each library adds (sympy: curated subpackages, refused corners and

@@ -24,10 +24,11 @@ from typing import Any
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 
 from .checks import PLAIN_TYPES, ValueRule, describe
+from .compiled import is_policy_function
 from .modules import Policy
 from .names import LAZY_IMPORTS, SAFE_DUNDER_ATTRIBUTES, SPECIAL_METHOD_NAMES, is_private_name
+from .plumbing import install as install_plumbing
 from .refusals import ELSEWHERE, deny
-from .transformer import is_policy_function
 
 # Iterables whose items are plain by construction. A list, tuple or dict is not: what it
 # holds may be nested deeper than a result's scan goes, or put there by a library later.
@@ -180,8 +181,23 @@ class Guards:
         self.policy = policy
         self.values = ValueRule(policy)
         self._builtins: dict[str, Any] | None = None
-        self.values.substitute(functools.update_wrapper, self._update_wrapper)
+        # The policy's own callables, made once so each is one object the value check
+        # recognises by identity (inside a partial, too).
+        self._update_wrapper_stand_in = self._update_wrapper
+        self._format_stand_ins: dict[str, Callable[..., str]] = {
+            "format": self._format, "format_map": self._format_map}
+        for own in (self._update_wrapper_stand_in, *self._format_stand_ins.values()):
+            self.values.allow(own)
+        self.values.substitute(functools.update_wrapper, self._update_wrapper_stand_in)
         self.values.substitute(functools.wraps, self._wraps)
+        # The real str.format reads attributes its field names name: wherever a user
+        # could come by it (the method of the class, a bound one through `super()`, a
+        # library's attribute), it is the guarded one.
+        self.values.substitute(str.format, self._format_stand_ins["format"])
+        self.values.substitute(str.format_map, self._format_stand_ins["format_map"])
+        self.values.substitute(UserString.format, self._user_string_format)
+        self.values.substitute(UserString.format_map, self._user_string_format_map)
+        self.values.rebind((UserString.format, UserString.format_map), self._rebound_format)
 
     def builtins_table(self) -> dict[str, Any]:
         """Built once (in the worker); each forked child gets its own copy-on-write copy."""
@@ -189,6 +205,10 @@ class Guards:
             from .builtins import make_builtins
 
             self._builtins = make_builtins(self)
+            install_plumbing(self.values, self._builtins)
+            from .builtins import PrintToStdout
+
+            self.values.allow_class(PrintToStdout)  # `print` as a value: its bound method
             for value in self._builtins.values():
                 self.values.allow(value)  # the guarded builtins may be passed around
         return self._builtins
@@ -298,6 +318,16 @@ class Guards:
                 deny("UserString.format on the class is not allowed; call it on an instance")
         value = getattr(obj, name, *default)
         if type(value) in PLAIN_TYPES or self.values.known(value):
+            return value
+        return self.values.check(value, f"'{name}' of {describe(obj)}")
+
+    def attribute(self, obj: Any, name: str, value: Any) -> Any:
+        """The slow path of an inlined read `obj.name` (inline.py) whose value's class is not
+        held: the name was checked when compiling, and the value has been read."""
+        if isinstance(obj, types.ModuleType) and not self.policy.module_allowed(obj.__name__):
+            deny(f"the module '{obj.__name__}' is not allowed in the restricted backend; "
+                 f"allowed modules: {self.policy.allowed_text()}")
+        if self.values.known(value):
             return value
         return self.values.check(value, f"'{name}' of {describe(obj)}")
 
@@ -470,21 +500,42 @@ class Guards:
 
     def _wraps(self, wrapped: Any, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
                updated: Any = functools.WRAPPER_UPDATES) -> Any:
-        return partial(self._update_wrapper, wrapped=wrapped, assigned=assigned,
+        return partial(self._update_wrapper_stand_in, wrapped=wrapped, assigned=assigned,
                        updated=updated)
 
     # -- formatting -----------------------------------------------------------------
+    def _format(self, template: str, /, *args: Any, **kwargs: Any) -> str:
+        """str.format, its field names read through the guards."""
+        return _GuardedFormatter(self).vformat(template, args, kwargs)
+
+    def _format_map(self, template: str, mapping: Any, /) -> str:
+        return _GuardedFormatter(self).vformat(template, (), mapping)
+
+    def _user_string_format(self, text: Any, /, *args: Any, **kwargs: Any) -> str:
+        """UserString.format: the real one calls the real str.format on `.data`."""
+        return self._format(str(text.data), *args, **kwargs)
+
+    def _user_string_format_map(self, text: Any, mapping: Any, /) -> str:
+        return self._format_map(str(text.data), mapping)
+
     def _safe_format_method(self, obj: Any, name: str) -> Callable[..., str]:
-        formatter = _GuardedFormatter(self)
-
-        def format_(template: str, *args: Any, **kwargs: Any) -> str:
-            return formatter.vformat(template, args, kwargs)
-
-        def format_map(template: str, mapping: Any) -> str:
-            return formatter.vformat(template, (), mapping)
-
-        fmt: Callable[..., str] = format_ if name == "format" else format_map
+        fmt = self._format_stand_ins[name]
         return partial(fmt, obj) if isinstance(obj, str) else fmt
+
+    def _rebound_format(self, method: Any) -> Any | None:
+        """The guarded stand-in for a bound format/format_map of a str (the builtin, bound
+        by whatever route: `super(S, s).format` is one) or of a UserString; else None.
+        Decided by the value, not by the receiver of an attribute read."""
+        owner = method.__self__
+        if type(method) is types.BuiltinMethodType:
+            name = method.__name__
+            if name in self._format_stand_ins and isinstance(owner, str):
+                return self._safe_format_method(owner, name)
+            return None
+        function = method.__func__
+        if function is UserString.format or function is UserString.format_map:
+            return self._safe_format_method(str(owner.data), function.__name__)
+        return None
 
 
 class CheckedContext:

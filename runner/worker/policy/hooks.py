@@ -17,7 +17,6 @@ from typing import Any
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 
 from .builtins import MODULE_CODE_NAME, PrintToStdout
-from .checks import PLAIN_TYPES
 from .guards import Guards, inplacevar
 from .transformer import EXPRESSION_CODE_NAME, HOOK_NAMES
 
@@ -34,8 +33,11 @@ def hook_values(guards: Guards, namespace: dict[str, Any]) -> tuple[Any, ...]:
         "_annotation_": guards.annotation, "_enter_": guards.enter,
         "_lambda_": guards.check_lambda_arguments,
         "_import_star_": partial(guards.import_star, namespace), "__metaclass__": type,
-        "_type_": type, "_plain_": PLAIN_TYPES, "_decorate_": guards.decorate,
-        "_with_": guards.with_,
+        # `_plain_`: the classes whose every instance may be held (the plain types among
+        # them), a set that grows as the value check judges classes.
+        "_type_": type, "_plain_": guards.values.held, "_decorate_": guards.decorate,
+        "_with_": guards.with_, "_attribute_": guards.attribute,
+        "_method_": types.MethodType, "_bound_": guards.values.bound,
     }
     return tuple(values[name] for name in HOOK_NAMES)
 

@@ -114,6 +114,10 @@ class Policy:
         """Refuse this very object (by identity, kept alive here) wherever it appears."""
         self._denied[identity(obj)] = (obj, why)
 
+    def denies_instances_of(self, kind: type) -> bool:
+        """Some object refused by identity is an instance of exactly `kind`."""
+        return any(type(obj) is kind for obj, _ in self._denied.values())
+
     def denial_of(self, obj: Any) -> str | None:
         entry = self._denied.get(identity(obj))
         return entry[1] if entry is not None and entry[0] is obj else None

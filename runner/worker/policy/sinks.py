@@ -100,6 +100,44 @@ SINKS: tuple[Sink, ...] = (
     Sink("sympy.core.function.UndefinedFunction (Function(name, bases, namespace))",
          "a class built from bases and a namespace the caller chose", "patched",
          "a name and assumptions only", "test_sink_class_factories_are_refused"),
+    # -- sympy: attribute names built from caller data ----------------------------------
+    # (Audited: every getattr/setattr/delattr/hasattr/attrgetter in the allowed subpackages
+    # whose name is not a constant. Not rows: names with a fixed prefix ('_print_',
+    # 'is_', '_eval_is_', 'from_', '_eval_rewrite_as_'), which cannot reach a dunder or
+    # another prefix; names from sympy's own tables, slots and class statements; reads
+    # whose value is not handed on.)
+    Sink("sympy.utilities.decorator.memoize_property (also sympy.memoize_property)",
+         "getattr and setattr of '_' + f.__name__ (any name: the run sets __name__) on any "
+         "object its getter is given, sympy's classes included", "patched",
+         "the name a plain identifier read once; the cached attribute read and written "
+         "through the guards (the user's own objects only)",
+         "test_sink_memoize_property_reaches_only_the_users_attributes"),
+    Sink("sympy.assumptions.ask.register_handler, remove_handler",
+         "getattr and setattr on sympy's shared Q under the caller's key", "refused",
+         "refused by identity, with the reason", "test_sink_attribute_callers_are_refused"),
+    Sink("PolyRing, FracField, FreeGroup (ring, field, free_group), CoordSys3D",
+         "setattr of each generator (vector, variable) under a name the caller chose onto the "
+         "object made (FreeGroup overwrites what it has)", "patched",
+         "names starting with '_' refused before anything is made",
+         "test_sink_generator_names_write_no_internals"),
+    Sink("sympy.physics.quantum.qasm.Qasm",
+         "getattr(self, command)(*rest) with the command from the caller's text", "patched",
+         "commands must be public names", "test_sink_qasm_calls_only_public_commands"),
+    # -- wrappers and C iteration -------------------------------------------------------
+    Sink("functools.partial, partialmethod, staticmethod, classmethod, property, "
+         "cached_property, lru_cache/cache wrappers, map/filter/itertools objects, "
+         "iter(f, stop) (a callable_iterator), functools.wraps-made library functions",
+         "calls what they wrap: judged by their own class, partial(<real getattr>) passed",
+         "mechanism", "judged by what they wrap (policy/wrappers.py): every part checked, "
+         "a wrapper of anything refused or substituted refused",
+         "test_sink_wrappers_are_judged_by_what_they_wrap"),
+    Sink("map, filter, sorted/min/max(key=), iter(f, stop), functools.reduce, "
+         "functools.cmp_to_key, itertools.starmap, filterfalse, takewhile, dropwhile, "
+         "accumulate, groupby",
+         "values one library callable returns handed to the next in C, never checked",
+         "substituted", "stand-ins whose C iteration calls the function through CheckedCall: "
+         "every argument and result checked (policy/plumbing.py); the real ones substituted "
+         "wherever they appear", "test_sink_c_iteration_checks_what_crosses_it"),
     # -- sympy: modules and packages ----------------------------------------------------
     Sink("sympy.core.cache", "the cache every sympy call shares (clear_cache, cacheit)",
          "refused", "refused module", "test_sink_refused_modules"),
@@ -128,6 +166,12 @@ SINKS: tuple[Sink, ...] = (
          "attribute and item lookups in the field names", "mechanism",
          "a formatter whose lookups go through the guards",
          "test_sink_format_strings_use_the_guards"),
+    Sink("super(S, s).format (S a str subclass), a bound str.format or UserString.format "
+         "from any route (a library's attribute, C iteration)",
+         "the real str.format: the receiver of the read is a super proxy, not a str",
+         "substituted", "decided by the value: a bound format/format_map of a str (or "
+         "UserString) and the methods of the class are the guarded stand-ins",
+         "test_sink_bound_format_is_guarded_by_its_value"),
     Sink("type(name, bases, namespace), metaclasses (EnumType, sympy's own)",
          "classes without a class statement's checks", "refused",
          "three-argument type() and metaclass values refused",

@@ -24,18 +24,19 @@ import annotations`. Stdlib only (and RestrictedPython).
 from __future__ import annotations
 
 import ast
-import types
 from typing import Any, cast
 
 from RestrictedPython.compile import CompileResult
 from RestrictedPython.transformer import IOPERATOR_TO_STR, RestrictingNodeTransformer, copy_locations
 
 from .builtins import MODULE_CODE_NAME
+from .compiled import remember_code
+from .direct_calls import ENTRY_CHECK, add_direct_calls
+from .inline import inline_fast_paths
 from .names import (
     RESERVED_PRIVATE_NAMES,
     SAFE_DUNDER_ATTRIBUTES,
     SPECIAL_METHOD_NAMES,
-    identity,
     is_private_name,
 )
 
@@ -46,7 +47,7 @@ HOOK_NAMES: tuple[str, ...] = (
     "_getattr_", "_getitem_", "_getiter_", "_iter_unpack_sequence_", "_unpack_sequence_",
     "_write_", "_print_", "_inplacevar_", "_inplace_attr_", "_inplace_item_", "_apply_",
     "_result_", "_annotation_", "_enter_", "_lambda_", "_import_star_", "__metaclass__",
-    "_type_", "_plain_", "_decorate_", "_with_",
+    "_type_", "_plain_", "_decorate_", "_with_", "_attribute_", "_method_", "_bound_",
 )
 EXPRESSION_CODE_NAME = "<expression>"
 
@@ -264,6 +265,7 @@ def _check_entry(node: Any) -> Any:
     for statement in checks:
         copy_locations(statement, like)
         ast.fix_missing_locations(statement)
+        setattr(statement, ENTRY_CHECK, True)  # a direct call's twin goes without them
     node.body[position:position] = checks
     return node
 
@@ -442,34 +444,12 @@ def wrap_module(tree: ast.Module) -> tuple[ast.Module, list[str]]:
     # (RestrictedPython's print collector, `_print`, stays the function's own.)
     names = sorted(_module_scope_names(_top_level(body)) - set(HOOK_NAMES)
                    - RESERVED_PRIVATE_NAMES)
+    body = add_direct_calls(body)  # (its names are the module function's own locals)
     if names:
         body.insert(0, ast.Global(names=names))
         body[0].lineno, body[0].col_offset = 1, 0
     module = ast.Module(body=[_as_function(body, MODULE_CODE_NAME)], type_ignores=[])
     return ast.fix_missing_locations(module), problems
-
-
-# Every code object compiled under the policy in this process (kept alive, so an id stays
-# its code's): a function whose code is one of them is the user's own code, whatever its
-# `__module__` says (a library decorator's real functools.wraps copies that).
-_POLICY_CODE: dict[int, types.CodeType] = {}
-
-
-def _remember(code: types.CodeType) -> None:
-    pending = [code]
-    while pending:
-        current = pending.pop()
-        _POLICY_CODE[identity(current)] = current
-        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-
-
-def is_policy_function(value: Any) -> bool:
-    """A function whose code the policy compiled (user code, or code a library generated
-    and the policy compiled: lambdify's, parse_expr's)."""
-    if type(value) is not types.FunctionType:
-        return False
-    code = value.__code__
-    return _POLICY_CODE.get(identity(code)) is code
 
 
 def compile_user_code(source: str | ast.Module, filename: str, *,
@@ -493,8 +473,8 @@ def compile_user_code(source: str | ast.Module, filename: str, *,
     # Our own compile call, not RestrictedPython's: theirs inherits the `from __future__
     # import annotations` of the module that calls compile(), which turns every annotation
     # of user code into a string that typing later evaluates.
-    code = compile(wrapped, filename, "exec", dont_inherit=True)
-    _remember(code)
+    code = compile(inline_fast_paths(wrapped), filename, "exec", dont_inherit=True)
+    remember_code(code)
     return CompileResult(code, (), warnings, used_names)
 
 
@@ -513,8 +493,8 @@ def compile_user_expression(source: str | ast.Expression, filename: str = "<stri
     if errors:
         return CompileResult(None, tuple(errors), warnings, used_names)
     body: list[ast.stmt] = [ast.Return(value=cast(ast.Expression, transformed).body)]
-    module = ast.fix_missing_locations(
-        ast.Module(body=[_as_function(body, EXPRESSION_CODE_NAME)], type_ignores=[]))
+    module = inline_fast_paths(ast.fix_missing_locations(
+        ast.Module(body=[_as_function(body, EXPRESSION_CODE_NAME)], type_ignores=[])))
     code = compile(module, filename, "exec", dont_inherit=True)
-    _remember(code)
+    remember_code(code)
     return CompileResult(code, (), warnings, used_names)

@@ -82,6 +82,12 @@ def refused() -> Iterable[tuple[Any, str]]:
     yield parser.AppliedFunction, ("sympy's AppliedFunction: its item access reads any attribute "
                                    "its `items` name, with the real getattr; it is the "
                                    "parser's own token, user code needs it not")
+    ask = importlib.import_module("sympy.assumptions.ask")
+    handlers = ("it writes onto sympy's shared `Q` (and reads from it) under the key the caller "
+                "names, with the real setattr and getattr; it is deprecated, user code needs it "
+                "not")
+    yield ask.register_handler, f"sympy's register_handler(): {handlers}"
+    yield ask.remove_handler, f"sympy's remove_handler(): {handlers}"
     operations = importlib.import_module("sympy.core.operations")
     yield operations.AssocOpDispatcher, ("sympy's AssocOpDispatcher(name): it walks a dotted "
                                          "attribute path built from the name it is given; "
@@ -469,6 +475,112 @@ def harden_undefined_functions() -> None:
     setattr(undefined, "__new__", __new__)
 
 
+def _as_sympy(replacement: Any, original: Any) -> Any:
+    """`replacement` stands in for sympy's `original`: it belongs to sympy's module (user
+    code may hold it), with no way back to the original."""
+    functools.update_wrapper(replacement, original)
+    delattr(replacement, "__wrapped__")
+    return replacement
+
+
+def harden_memoize_property(guards: Guards) -> None:
+    """memoize_property(f) caches under `'_' + f.__name__`, a name the caller makes (a user
+    function's __name__ can be set to anything: `'_globals__'` makes `__globals__`), with
+    the real getattr and, when it is missing, the real setattr on whatever object the
+    property's getter is given (`p.fget(sympy.Symbol)` writes onto sympy's class). Here
+    the name must be a plain identifier read once, as a decorator sees it, and the cached
+    attribute is read and written through the guards: the user's own objects only."""
+    decorator = importlib.import_module("sympy.utilities.decorator")
+    original = decorator.memoize_property
+
+    def memoize_property(propfunc: Any) -> Any:
+        name = guards.getattr(propfunc, "__name__")
+        if type(name) is not str or not name.isidentifier() or name.startswith("_"):
+            deny(f"memoize_property caches under '_' + the function's name: the name {name!r} "
+                 "is not allowed in the restricted backend (a plain identifier not starting "
+                 "with '_')")
+        attrname, sentinel = "_" + name, object()
+
+        def accessor(self: Any) -> Any:
+            value = guards.getattr(self, attrname, sentinel)
+            if value is sentinel:
+                value = propfunc(self)
+                guards.setattr(self, attrname, value)
+            return value
+
+        accessor.__module__ = original.__module__
+        accessor.__name__ = accessor.__qualname__ = name
+        return property(accessor)
+
+    _as_sympy(memoize_property, original)
+    for module in (decorator, importlib.import_module("sympy.utilities"),
+                   importlib.import_module("sympy")):
+        setattr(module, "memoize_property", memoize_property)
+
+
+def _public_names(names: Iterable[Any], what: str) -> None:
+    for name in names:
+        if type(name) is str and name.startswith("_"):
+            deny(f"{what}: the name {name!r} is not allowed in the restricted backend (sympy "
+                 "writes each name onto the object it makes, with the real setattr; names "
+                 "starting with '_' are that object's internals)")
+
+
+def harden_generator_names() -> None:
+    """PolyRing, FracField and FreeGroup write each generator onto the object they make
+    under its symbol's name (FreeGroup overwrites an attribute it already has); CoordSys3D
+    does so with the variable and vector names it is given: names starting with '_' (the
+    object's internals, dunders) are refused before anything is made."""
+    symbol_class = importlib.import_module("sympy.core.symbol").Symbol
+    for module_name, class_name in (("sympy.polys.rings", "PolyRing"),
+                                    ("sympy.polys.fields", "FracField"),
+                                    ("sympy.combinatorics.free_groups", "FreeGroup")):
+        module = importlib.import_module(module_name)
+        cls = getattr(module, class_name)
+        parse = getattr(module, "_parse_symbols", None) or \
+            importlib.import_module("sympy.polys.rings")._parse_symbols
+
+        def __new__(klass: Any, symbols: Any, *args: Any, _original: Any = cls.__new__,
+                    _parse: Any = parse, _what: str = class_name, **kwargs: Any) -> Any:
+            _public_names((s.name for s in _parse(symbols) if isinstance(s, symbol_class)),
+                          _what)
+            return _original(klass, symbols, *args, **kwargs)
+
+        setattr(cls, "__new__", _as_sympy(__new__, cls.__new__))
+    coordinates = importlib.import_module("sympy.vector.coordsysrect").CoordSys3D
+    original = coordinates.__new__
+
+    def coordinates_new(cls: Any, name: Any, transformation: Any = None, parent: Any = None,
+                        location: Any = None, rotation_matrix: Any = None,
+                        vector_names: Any = None, variable_names: Any = None) -> Any:
+        for names in (vector_names, variable_names):
+            if isinstance(names, (list, tuple)):
+                _public_names(names, "CoordSys3D")
+        return original(cls, name, transformation, parent, location, rotation_matrix,
+                        vector_names, variable_names)
+
+    setattr(coordinates, "__new__", _as_sympy(coordinates_new, original))
+
+
+def harden_qasm() -> None:
+    """Qasm calls the method its text names on itself (`getattr(self, command)(*rest)`):
+    the text is the caller's, so `__setattr__ a,b` would write attributes. Commands must
+    be public names."""
+    qasm = importlib.import_module("sympy.physics.quantum.qasm")
+    original = qasm.Qasm.add
+
+    def add(self: Any, *lines: Any) -> Any:
+        for line in qasm.nonblank(lines):
+            command, _rest = qasm.fullsplit(line)
+            if type(command) is not str or command.startswith("_"):
+                deny(f"Qasm: the command {command!r} is not allowed in the restricted backend "
+                     "(Qasm calls the method its text names; names starting with '_' are "
+                     "the object's internals)")
+        return original(self, *lines)
+
+    setattr(qasm.Qasm, "add", _as_sympy(add, original))
+
+
 def prepare(guards: Guards) -> None:
     sanitizer = Sanitizer(guards)
     harden_parser(guards, sanitizer)
@@ -477,6 +589,9 @@ def prepare(guards: Guards) -> None:
     harden_findroot()
     harden_monomials()
     harden_undefined_functions()
+    harden_memoize_property(guards)
+    harden_generator_names()
+    harden_qasm()
 
 
 def warm_up() -> None:
