@@ -16,7 +16,6 @@ Prints one line per benchmark and exits non-zero if a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -24,7 +23,7 @@ import tempfile
 from typing import Any
 
 from bench_restricted import PACE_S
-from ratios import Row, median_seconds, paced_by, private_runner_home, report
+from ratios import Row, bench_main, median_seconds, paced_by
 
 MIB = 1024 * 1024
 ROUND_TRIP = ("data = open('in.bin', 'rb').read()\n"
@@ -109,12 +108,7 @@ def measure(runs: int) -> list[Row]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    with private_runner_home():  # never the user's log store
-        rows = measure(args.runs)
-    return 1 if report(rows) else 0
+    return bench_main(measure)
 
 
 if __name__ == "__main__":

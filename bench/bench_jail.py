@@ -22,13 +22,12 @@ Prints one line per benchmark and exits non-zero if a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from bench_restricted import CALL_LOOP, CPU_LOOP, PACE_S, fresh_python, plain_exec
-from ratios import Row, fork_floor_seconds, median_seconds, paced_by, private_runner_home, report
+from ratios import Row, bench_main, fork_floor_seconds, median_seconds, paced_by
 
 NUMPY_SNIPPET = "import numpy as np\nprint(np.arange(10).sum())\n"
 NUMPY_FRESH = "import numpy\nprint(numpy.arange(10).sum())\n"
@@ -100,13 +99,7 @@ def measure(runs: int) -> list[Row]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    with private_runner_home():  # never the user's log store
-        rows = measure(args.runs)
-    missed = report(rows)
-    return 1 if missed else 0
+    return bench_main(measure)
 
 
 if __name__ == "__main__":

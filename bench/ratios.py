@@ -97,3 +97,16 @@ def private_runner_home() -> Iterator[None]:
     finally:
         if home is not None:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def bench_main(measure: Callable[[int], Sequence[Row]], *, default_runs: int = 30) -> int:
+    """A benchmark's command line: `--runs N`, measured with a private RUNNER_HOME, the
+    rows reported; exit status 1 when a target was missed."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=default_runs)
+    args = parser.parse_args()
+    with private_runner_home():  # never the user's log store
+        rows = measure(args.runs)
+    return 1 if report(rows) else 0
